@@ -17,7 +17,7 @@ class DecodeError(Exception):
         self.reason = reason
 
 
-class NotSingleObjectEncoded(DecodeError):  # noqa: N818 - names fixed by the codec API
+class NotSingleObjectEncoded(DecodeError):
     """Empty, too short, or not framed as Avro single-object encoding (``C3 01`` + fingerprint)."""
 
 
@@ -29,7 +29,7 @@ class ConfluentFramed(NotSingleObjectEncoded):
         self.schema_id = schema_id
 
 
-class UnknownSchema(DecodeError):  # noqa: N818 - names fixed by the codec API
+class UnknownSchema(DecodeError):
     """The writer schema's fingerprint is not in the catalogue (e.g. a version not deployed here yet)."""
 
     def __init__(self, fingerprint: str) -> None:
@@ -37,11 +37,11 @@ class UnknownSchema(DecodeError):  # noqa: N818 - names fixed by the codec API
         self.fingerprint = fingerprint
 
 
-class MalformedDatum(DecodeError):  # noqa: N818 - names fixed by the codec API
+class MalformedDatum(DecodeError):
     """The datum does not decode with its writer schema, does not resolve, or has trailing bytes."""
 
 
-class InvalidEnvelope(DecodeError):  # noqa: N818 - names fixed by the codec API
+class InvalidEnvelope(DecodeError):
     """The datum decodes but its envelope breaks a rule; ``field`` names the envelope field."""
 
     def __init__(self, field: str, reason: str) -> None:

@@ -1,0 +1,141 @@
+"""SQL of the idempotent consumer: dedup rows, attempt counters and dead letters.
+
+Every function takes the caller's connection; the caller decides the transaction. The dedup
+insert is one statement per batch (``unnest`` of sorted ids: a fixed lock order, so two zombie
+consumers on overlapping batches wait for each other instead of deadlocking).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import psycopg
+
+from backbone.ids import new_event_id
+from backbone.outbox.writer import write_raw
+
+ERROR_TEXT_MAX: Final = 2000
+
+
+def claim_events(conn: psycopg.Connection, consumer: str, event_ids: Sequence[str]) -> set[str]:
+    """Insert dedup rows; returns the ids that were NOT processed before (to apply now)."""
+    if not event_ids:
+        return set()
+    rows = conn.execute(
+        "INSERT INTO processed_events (consumer, event_id)"
+        " SELECT %s, x FROM unnest(%s::uuid[]) AS x ON CONFLICT DO NOTHING RETURNING event_id",
+        (consumer, sorted(set(event_ids))),
+    ).fetchall()
+    return {str(row[0]) for row in rows}
+
+
+def record_attempt(
+    conn: psycopg.Connection, consumer: str, topic: str, partition: int, offset: int, error: str
+) -> int:
+    """Count one attempt at a message (autocommit: it must survive the failed transaction)."""
+    row = conn.execute(
+        "INSERT INTO consumer_attempts AS a"
+        " (consumer, topic, kafka_partition, kafka_offset, attempts, last_error)"
+        " VALUES (%s, %s, %s, %s, 1, %s)"
+        " ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO UPDATE"
+        " SET attempts = a.attempts + 1, last_error = EXCLUDED.last_error, updated_at = now()"
+        " RETURNING attempts",
+        (consumer, topic, partition, offset, error[:ERROR_TEXT_MAX]),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def note_error(
+    conn: psycopg.Connection, consumer: str, topic: str, partition: int, offset: int, error: str
+) -> None:
+    """Keep the latest error of a counted attempt, for operators and the dead letter's reason."""
+    conn.execute(
+        "UPDATE consumer_attempts SET last_error = %s, updated_at = now() WHERE consumer = %s AND topic = %s"
+        " AND kafka_partition = %s AND kafka_offset = %s",
+        (error[:ERROR_TEXT_MAX], consumer, topic, partition, offset),
+    )
+
+
+def clear_attempts(conn: psycopg.Connection, consumer: str, topic: str, partition: int, offset: int) -> None:
+    conn.execute(
+        "DELETE FROM consumer_attempts WHERE consumer = %s AND topic = %s AND kafka_partition = %s"
+        " AND kafka_offset = %s",
+        (consumer, topic, partition, offset),
+    )
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message the consumer gives up on, with why."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    payload: bytes | None
+    headers: Mapping[str, str]
+    error_class: str
+    reason: str
+    attempts: int
+    event_id: str | None = None
+    event_type: str | None = None
+
+
+def insert_dead_letter(
+    conn: psycopg.Connection, consumer: str, letter: DeadLetter, dlq_topic: str | None
+) -> int | None:
+    """Record a dead letter and queue it for the DLQ topic (via the outbox) in the caller's transaction.
+
+    Idempotent per (consumer, topic, partition, offset): a redelivered poison message is recorded
+    once. Returns the new dead letter's id, or None if it was already recorded.
+    """
+    row = conn.execute(
+        "INSERT INTO dead_letters (consumer, topic, kafka_partition, kafka_offset, message_key, payload,"
+        " headers, event_id, event_type, error_class, reason, attempts)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO NOTHING RETURNING id",
+        (
+            consumer,
+            letter.topic,
+            letter.partition,
+            letter.offset,
+            letter.key,
+            letter.payload,
+            json.dumps(dict(letter.headers)),
+            letter.event_id,
+            letter.event_type,
+            letter.error_class,
+            letter.reason[:ERROR_TEXT_MAX],
+            letter.attempts,
+        ),
+    ).fetchone()
+    if row is None:
+        return None
+    dead_letter_id = int(row[0])
+    clear_attempts(conn, consumer, letter.topic, letter.partition, letter.offset)
+    if dlq_topic is not None:
+        headers = {
+            **letter.headers,
+            "x-dlq-consumer": consumer,
+            "x-dlq-id": str(dead_letter_id),
+            "x-dlq-error-class": letter.error_class,
+            "x-dlq-reason": letter.reason[:500],
+            "x-dlq-source": f"{letter.topic}/{letter.partition}/{letter.offset}",
+        }
+        key = (
+            letter.key.decode("utf-8", "replace") if letter.key else f"dlq:{letter.topic}:{letter.partition}"
+        )
+        write_raw(
+            conn,
+            event_id=new_event_id(),
+            event_type="DeadLetter",
+            topic=dlq_topic,
+            key=key,
+            payload=letter.payload or b"",
+            headers=headers,
+        )
+    return dead_letter_id

@@ -1,0 +1,101 @@
+"""Liveness, readiness and Prometheus metrics over HTTP.
+
+``Health`` holds named readiness checks (set by the process as its dependencies come and go) and a
+heartbeat that the main loop beats; ``/healthz`` fails when the loop has not beaten within
+``liveness_timeout_ms`` (a wedged loop should be restarted), ``/readyz`` fails while any check is
+not ready (a standby relay or a consumer without its database is alive but not ready), and
+``/metrics`` serves the Prometheus registry.
+
+Synchronous processes (relay, consumers) serve these with ``serve_health`` on a daemon thread;
+aiohttp services mount ``aiohttp_routes``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+
+class Health:
+    """Thread-safe readiness checks plus a liveness heartbeat."""
+
+    def __init__(self, liveness_timeout_ms: int = 60_000) -> None:
+        self._lock = threading.Lock()
+        self._checks: dict[str, tuple[bool, str]] = {}
+        self._last_beat = time.monotonic()
+        self._liveness_timeout_s = liveness_timeout_ms / 1000
+
+    def set(self, name: str, ready: bool, detail: str = "") -> None:
+        with self._lock:
+            self._checks[name] = (ready, detail)
+
+    def beat(self) -> None:
+        self._last_beat = time.monotonic()
+
+    def liveness(self) -> tuple[bool, dict[str, Any]]:
+        age_s = time.monotonic() - self._last_beat
+        return age_s <= self._liveness_timeout_s, {"last_beat_age_ms": int(age_s * 1000)}
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        with self._lock:
+            checks = dict(self._checks)
+        ready = bool(checks) and all(ok for ok, _ in checks.values())
+        return ready, {name: {"ready": ok, "detail": detail} for name, (ok, detail) in checks.items()}
+
+
+def _answer(ok: bool, body: dict[str, Any]) -> tuple[int, bytes]:
+    return (200 if ok else 503), json.dumps({"ok": ok, **body}).encode()
+
+
+def serve_health(
+    health: Health, host: str, port: int, registry: CollectorRegistry = REGISTRY
+) -> ThreadingHTTPServer:
+    """Serve /healthz, /readyz and /metrics on a daemon thread; returns the server (for .shutdown())."""
+
+    class _Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif self.path == "/healthz":
+                self._send(*_answer(*health.liveness()), "application/json")
+            elif self.path == "/readyz":
+                self._send(*_answer(*health.readiness()), "application/json")
+            else:
+                self._send(404, b'{"error":"not found"}', "application/json")
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # probes every few seconds would drown the structured logs
+
+    server = ThreadingHTTPServer((host, port), _Handler)
+    threading.Thread(target=server.serve_forever, name="health-http", daemon=True).start()
+    return server
+
+
+def aiohttp_routes(health: Health, registry: CollectorRegistry = REGISTRY) -> list[web.RouteDef]:
+    """The same three endpoints for an aiohttp application."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        status, body = _answer(*health.liveness())
+        return web.Response(status=status, body=body, content_type="application/json")
+
+    async def readyz(_: web.Request) -> web.Response:
+        status, body = _answer(*health.readiness())
+        return web.Response(status=status, body=body, content_type="application/json")
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return [web.get("/healthz", healthz), web.get("/readyz", readyz), web.get("/metrics", metrics)]

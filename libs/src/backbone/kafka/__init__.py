@@ -1,0 +1,1 @@
+"""Kafka plumbing: client configuration with its safety options, and the topic catalogue."""

@@ -1,0 +1,82 @@
+"""Structured JSON logs on the standard library.
+
+One JSON object per line on stderr: ``ts``, ``level``, ``service``, ``logger``, ``event`` plus the
+fields passed to the call. Usage::
+
+    log = get_logger(__name__)
+    log.info("relay.published", count=120, topic="payments.events")
+
+Never pass payloads, card data or secrets as fields: logs are read by many people.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+_service_name = "unknown"
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as one JSON line; extra fields come from ``record.fields``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "service": _service_name,
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            for key, value in fields.items():
+                payload.setdefault(key, value)
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return json.dumps(payload, default=str, separators=(",", ":"))
+
+
+class Logger:
+    """A thin wrapper that turns keyword arguments into structured fields."""
+
+    def __init__(self, name: str) -> None:
+        self._logger = logging.getLogger(name)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._log(logging.DEBUG, event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._log(logging.INFO, event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._log(logging.WARNING, event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._log(logging.ERROR, event, fields)
+
+    def exception(self, event: str, **fields: Any) -> None:
+        self._logger.error(event, exc_info=True, extra={"fields": fields}, stacklevel=2)
+
+    def _log(self, level: int, event: str, fields: dict[str, Any]) -> None:
+        if self._logger.isEnabledFor(level):
+            self._logger.log(level, event, extra={"fields": fields}, stacklevel=3)
+
+
+def get_logger(name: str) -> Logger:
+    return Logger(name)
+
+
+def configure_logging(service: str, level: str = "INFO") -> None:
+    """Route all logging to stderr as JSON lines, tagged with the service name. Call once at start."""
+    global _service_name  # noqa: PLW0603 - process-wide logging setup is global by nature
+    _service_name = service
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

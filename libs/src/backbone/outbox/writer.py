@@ -1,0 +1,129 @@
+"""Writing events to the outbox inside the caller's business transaction.
+
+Invariants kept here:
+- a row is written only inside an open transaction (an autocommit write would publish an event
+  for a change that may still roll back);
+- every event is Avro-encoded with its envelope before it is stored, so a malformed event fails
+  the business transaction instead of a consumer later;
+- an event type may only go to a topic that the catalogue says carries it;
+- the Kafka key is the payment_id from the envelope.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from backbone.avro import AvroCodec, new_envelope
+from backbone.invariants import invariant
+from backbone.kafka.topics import TopicCatalogue
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One encoded message ready for the outbox table."""
+
+    event_id: str
+    event_type: str
+    topic: str
+    key: str
+    payload: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class OutboxWriter:
+    """Encodes events and appends them to the outbox with the caller's connection."""
+
+    def __init__(self, codec: AvroCodec, catalogue: TopicCatalogue, producer: str) -> None:
+        self._codec = codec
+        self._catalogue = catalogue
+        self._producer = producer
+
+    def event(
+        self,
+        topic: str,
+        event_type: str,
+        payment_id: str,
+        body: Mapping[str, Any],
+        *,
+        occurred_at_ms: int | None = None,
+        event_id: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> OutboxMessage:
+        """Build and encode one event (envelope included). Raises ValueError on a bad event."""
+        self._catalogue.check_event(topic, event_type)
+        envelope = new_envelope(
+            event_type,
+            payment_id,
+            self._producer,
+            schema_version=self._codec.catalogue.latest_version(event_type),
+            occurred_at_ms=time.time_ns() // 1_000_000 if occurred_at_ms is None else occurred_at_ms,
+            event_id=event_id,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+        )
+        payload = self._codec.encode(event_type, {"envelope": envelope, **body})
+        headers = {"event_type": event_type, "event_id": envelope["event_id"], "producer": self._producer}
+        return OutboxMessage(envelope["event_id"], event_type, topic, payment_id, payload, headers)
+
+    def write(self, conn: psycopg.Connection, messages: Sequence[OutboxMessage]) -> None:
+        """Append ``messages`` to the outbox in the caller's open transaction (COPY, one round trip)."""
+        invariant(
+            conn.info.transaction_status == TransactionStatus.INTRANS,
+            "outbox rows must be written inside the business transaction",
+        )
+        if not messages:
+            return
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY outbox (event_id, event_type, topic, message_key, payload, headers) FROM STDIN"
+            ) as copy,
+        ):
+            for m in messages:
+                copy.write_row(
+                    (m.event_id, m.event_type, m.topic, m.key, m.payload, json.dumps(dict(m.headers)))
+                )
+
+    def add(
+        self,
+        conn: psycopg.Connection,
+        topic: str,
+        event_type: str,
+        payment_id: str,
+        body: Mapping[str, Any],
+        **envelope_fields: Any,
+    ) -> str:
+        """Encode one event and append it; returns its event_id."""
+        message = self.event(topic, event_type, payment_id, body, **envelope_fields)
+        self.write(conn, [message])
+        return message.event_id
+
+
+def write_raw(
+    conn: psycopg.Connection,
+    *,
+    event_id: str,
+    event_type: str,
+    topic: str,
+    key: str,
+    payload: bytes,
+    headers: Mapping[str, str],
+) -> None:
+    """Append already-encoded bytes (dead letters, replays) in the caller's open transaction."""
+    invariant(
+        conn.info.transaction_status == TransactionStatus.INTRANS,
+        "outbox rows must be written inside a transaction",
+    )
+    conn.execute(
+        "INSERT INTO outbox (event_id, event_type, topic, message_key, payload, headers)"
+        " VALUES (%s, %s, %s, %s, %s, %s)",
+        (event_id, event_type, topic, key, payload, json.dumps(dict(headers))),
+    )

@@ -1,0 +1,135 @@
+"""Typed settings from the environment, parsed once, failing fast with the variable's name.
+
+A service declares a frozen dataclass whose fields carry ``setting(...)`` metadata (env var name,
+default, whether it is a secret). ``load_settings`` reads every field, converts by the field's type,
+and raises one ``SettingsError`` that names every missing or malformed variable at once. Secrets
+are wrapped in ``Secret`` so that they never appear in a repr, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final, NoReturn, TypeVar, Union
+
+_MISSING: Final = dataclasses.MISSING
+T = TypeVar("T")
+
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"0", "false", "no", "off"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Secret:
+    """A secret string that never prints itself. Read ``.reveal()`` only where it is used."""
+
+    _value: str
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+
+class SettingsError(Exception):
+    """One or more settings are missing or malformed; the message names each variable."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("invalid configuration: " + "; ".join(problems))
+
+
+def setting(env: str, default: Any = _MISSING, *, secret: bool = False, doc: str = "") -> Any:
+    """Declare a settings field read from environment variable ``env``."""
+    meta = {"env": env, "secret": secret, "doc": doc}
+    if default is _MISSING:
+        return dataclasses.field(metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def load_settings(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
+    """Build ``cls`` from ``environ`` (default ``os.environ``); raise SettingsError naming problems."""
+    env = os.environ if environ is None else environ
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        name = field.metadata.get("env")
+        if name is None:
+            continue
+        raw = env.get(name)
+        if raw is None or raw == "":
+            if field.default is _MISSING:
+                problems.append(f"{name} is required but not set")
+            continue
+        try:
+            values[field.name] = _convert(raw, hints[field.name])
+        except ValueError as exc:
+            shown = "<secret>" if field.metadata.get("secret") else repr(raw)
+            problems.append(f"{name}={shown} is invalid: {exc}")
+    if problems:
+        raise SettingsError(problems)
+    return cls(**values)
+
+
+def load_settings_or_exit(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
+    """For entrypoints: like load_settings, but print the problems and exit with status 2."""
+    try:
+        return load_settings(cls, environ)
+    except SettingsError as exc:
+        _refuse_to_start(str(exc))
+
+
+def describe(cls: type[Any]) -> list[tuple[str, str, str]]:
+    """(env var, default shown, doc) for every setting: for READMEs and ``--help``."""
+    rows = []
+    for field in dataclasses.fields(cls):
+        if "env" not in field.metadata:
+            continue
+        if field.default is _MISSING:
+            default = "(required)"
+        elif field.metadata.get("secret"):
+            default = "(secret)"
+        else:
+            default = repr(field.default)
+        rows.append((field.metadata["env"], default, field.metadata.get("doc", "")))
+    return rows
+
+
+def _refuse_to_start(message: str) -> NoReturn:
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _convert(raw: str, hint: Any) -> Any:  # noqa: PLR0911 - one branch per supported type
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return _convert(raw, args[0])
+    if hint is str:
+        return raw
+    if hint is Secret:
+        return Secret(raw)
+    if hint is bool:
+        lowered = raw.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise ValueError("expected a boolean (true/false/1/0/yes/no/on/off)")
+    if hint is int:
+        return int(raw.strip())
+    if hint is Path:
+        return Path(raw)
+    if origin is tuple:
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    raise ValueError(f"unsupported settings type {hint!r}")

@@ -1,0 +1,62 @@
+"""Throwaway topics and reading a whole topic back, for tests."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from backbone.consumer.loop import Polled
+from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, TopicSpec, ensure_topics
+
+
+def unique_topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def probe_catalogue(topic: str, partitions: int, events: frozenset[str] = frozenset()) -> TopicCatalogue:
+    """A catalogue with one topic and its dead-letter topic (test topics are not in topics.toml)."""
+    base = TopicSpec(topic, partitions, 1, 3_600_000, "delete", events=events)
+    dlq = TopicSpec(topic + DLQ_SUFFIX, partitions, 1, 3_600_000, "delete", is_dead_letter=True)
+    return TopicCatalogue([base, dlq])
+
+
+def create_topics(bootstrap: str, catalogue: TopicCatalogue) -> None:
+    problems = ensure_topics(AdminClient({"bootstrap.servers": bootstrap}), catalogue)
+    if problems:
+        raise RuntimeError(f"could not create test topics: {problems}")
+
+
+def read_topic(
+    bootstrap: str, topic: str, *, expect_at_least: int = 0, timeout_s: float = 30.0
+) -> list[Polled]:
+    """Every message of ``topic`` from the beginning, once at least ``expect_at_least`` arrived and
+    no more came for a short while (or the timeout passed)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
+        records: list[Polled] = []
+        deadline = time.monotonic() + timeout_s
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            batch = consumer.consume(num_messages=1000, timeout=0.2)
+            good = [m for m in batch if m.error() is None]
+            records.extend(Polled.of(m) for m in good)
+            if good:
+                quiet_since = time.monotonic()
+            elif len(records) >= expect_at_least and time.monotonic() - quiet_since > 1.0:
+                break
+        return records
+    finally:
+        consumer.close()
