@@ -12,9 +12,22 @@ import os
 import signal
 from typing import Final
 
-_ARMED: Final[dict[str, str]] = dict(
-    item.split("=", 1) for item in os.environ.get("BACKBONE_FAILPOINTS", "").split(",") if "=" in item
-)
+_ACTIONS: Final = frozenset({"kill", "exit"})
+
+
+def _parse(spec: str) -> dict[str, str]:
+    """``name=action[,name=action]``; a malformed entry raises so a crash test cannot silently
+    run past the point it meant to crash at."""
+    armed = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, action = (p.strip() for p in item.partition("="))
+        if not sep or not name or action not in _ACTIONS:
+            raise ValueError(f"BACKBONE_FAILPOINTS: bad entry {item!r} (want name=kill|exit)")
+        armed[name] = action
+    return armed
+
+
+_ARMED: Final[dict[str, str]] = _parse(os.environ.get("BACKBONE_FAILPOINTS", ""))
 
 
 def hit(name: str) -> None:

@@ -60,11 +60,12 @@ def serve_health(
 
     class _Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path == "/metrics":
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
                 self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
-            elif self.path == "/healthz":
+            elif path == "/healthz":
                 self._send(*_answer(*health.liveness()), "application/json")
-            elif self.path == "/readyz":
+            elif path == "/readyz":
                 self._send(*_answer(*health.readiness()), "application/json")
             else:
                 self._send(404, b'{"error":"not found"}', "application/json")

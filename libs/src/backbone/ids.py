@@ -16,6 +16,7 @@ from typing import Final
 
 _CROCKFORD: Final = "0123456789abcdefghjkmnpqrstvwxyz"
 _PREFIX_RE: Final = re.compile(r"^[a-z][a-z0-9]{1,11}$")
+_CANONICAL_UUID_RE: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PREFIXED_RE: Final = re.compile(r"^([a-z][a-z0-9]{1,11})_([0-9a-hjkmnp-tv-z]{26})$")
 
 
@@ -51,11 +52,6 @@ def is_prefixed_id(value: str, prefix: str) -> bool:
 
 
 def is_uuid(value: str) -> bool:
-    """True if ``value`` is a UUID in canonical lowercase/uppercase hex-with-hyphens form."""
-    if len(value) != 36:
-        return False
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
+    """True only for the canonical form (lowercase hex, 8-4-4-4-12): one spelling per UUID, so
+    that string comparison of event ids (dedup) can never see one event as two."""
+    return _CANONICAL_UUID_RE.fullmatch(value) is not None

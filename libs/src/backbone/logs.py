@@ -38,7 +38,16 @@ class JsonFormatter(logging.Formatter):
                 payload.setdefault(key, value)
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
-        return json.dumps(payload, default=str, separators=(",", ":"))
+        try:
+            return json.dumps(payload, default=str, separators=(",", ":"), allow_nan=False)
+        except (ValueError, TypeError):
+            # NaN/Infinity (not JSON) or keys json cannot write: fall back to text for every
+            # field rather than lose the line or break "one JSON object per line".
+            return json.dumps({k: _plain(v) for k, v in payload.items()}, separators=(",", ":"))
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, str | int | bool) or value is None else str(value)
 
 
 class Logger:

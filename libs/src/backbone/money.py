@@ -10,8 +10,9 @@ Invariants kept here:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Final
 
 from backbone.invariants import invariant
@@ -93,6 +94,9 @@ _EXPONENT_BY_CURRENCY: Final[dict[str, int]] = {
 }
 
 AMOUNT_MINOR_ABS_MAX: Final[int] = 2**63 - 1  # fits Postgres bigint and Avro long
+_DIGITS_MAX: Final = 8
+_SHIFT_MAX: Final = 19  # 10**19 minor units already exceeds AMOUNT_MINOR_ABS_MAX
+_DECIMAL_TEXT: Final = re.compile(r"-?[0-9]+(\.[0-9]+)?", re.ASCII)
 
 
 class MoneyError(ValueError):
@@ -158,27 +162,51 @@ class Money:
 
 
 def to_decimal(amount_minor: int, digits: int) -> Decimal:
-    """Minor units to a Decimal with exactly ``digits`` decimal places."""
+    """Minor units to a Decimal with exactly ``digits`` decimal places.
+
+    Built from the digit tuple, so the result is exact whatever the thread's decimal context
+    (precision, rounding) happens to be.
+    """
     check_amount_minor(amount_minor)
-    invariant(0 <= digits <= 8, f"digits out of range: {digits}")
-    return Decimal(amount_minor).scaleb(-digits)
+    invariant(0 <= digits <= _DIGITS_MAX, f"digits out of range: {digits}")
+    magnitude = tuple(int(c) for c in str(abs(amount_minor)))
+    return Decimal((1 if amount_minor < 0 else 0, magnitude, -digits))
+
+
+def _parse_decimal_text(text: str) -> Decimal:
+    if _DECIMAL_TEXT.fullmatch(text):
+        return Decimal(text)
+    if text.strip().lstrip("+-").lower() in {"nan", "snan", "inf", "infinity"}:
+        raise MoneyError(f"not a finite amount: {text!r}")
+    raise MoneyError(f"not a decimal amount: {text!r} (digits, optional '-' and '.', e.g. -123.45)")
 
 
 def from_decimal(value: Decimal | str, digits: int) -> int:
-    """Major units (Decimal or decimal text) to minor units, exactly, or raise MoneyError.
+    """Major units (Decimal or plain decimal text) to minor units, exactly, or raise MoneyError.
 
-    ``float`` is refused on purpose: a binary float cannot represent most decimal amounts.
+    Text must look like ``-123.45`` (ASCII digits, optional sign and point; no exponent,
+    underscores or spaces). ``float`` is refused: a binary float cannot represent most decimal
+    amounts. Integer arithmetic on the digit tuple makes the result independent of the thread's
+    decimal context: nothing is ever rounded.
     """
-    if isinstance(value, float):  # type: ignore[unreachable]
+    invariant(0 <= digits <= _DIGITS_MAX, f"digits out of range: {digits}")
+    if isinstance(value, float):  # type: ignore[unreachable]  # callers are not all typed
         raise MoneyError("float is not accepted for money; pass Decimal or decimal text")
-    invariant(0 <= digits <= 8, f"digits out of range: {digits}")
-    try:
-        decimal_value = Decimal(value) if isinstance(value, str) else value
-    except InvalidOperation as exc:
-        raise MoneyError(f"not a decimal amount: {value!r}") from exc
-    if not decimal_value.is_finite():
+    if isinstance(value, str):
+        value = _parse_decimal_text(value)
+    if not isinstance(value, Decimal):
+        raise MoneyError(f"money must be Decimal or decimal text, not {type(value).__name__}")
+    sign, digit_tuple, exponent = value.as_tuple()
+    if not isinstance(exponent, int):
         raise MoneyError(f"not a finite amount: {value!r}")
-    scaled = decimal_value.scaleb(digits)
-    if scaled != scaled.to_integral_value():
-        raise MoneyError(f"{value} has more than {digits} decimal places")
-    return check_amount_minor(int(scaled))
+    shift = exponent + digits
+    if shift > _SHIFT_MAX:
+        raise MoneyError(f"{value} is out of range for a 64-bit amount")
+    coefficient = int("".join(map(str, digit_tuple)) or "0")
+    if shift >= 0:
+        magnitude = coefficient * 10**shift
+    else:
+        magnitude, remainder = divmod(coefficient, 10**-shift)
+        if remainder:
+            raise MoneyError(f"{value} has more than {digits} decimal places")
+    return check_amount_minor(-magnitude if sign else magnitude)

@@ -73,8 +73,11 @@ def load_settings(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
         try:
             values[field.name] = _convert(raw, hints[field.name])
         except ValueError as exc:
-            shown = "<secret>" if field.metadata.get("secret") else repr(raw)
-            problems.append(f"{name}={shown} is invalid: {exc}")
+            if field.metadata.get("secret"):
+                # The conversion error may quote the value (int() does): say nothing of it.
+                problems.append(f"{name}=<secret> is invalid: expected {_type_name(hints[field.name])}")
+            else:
+                problems.append(f"{name}={raw!r} is invalid: {exc}")
     if problems:
         raise SettingsError(problems)
     return cls(**values)
@@ -102,6 +105,10 @@ def describe(cls: type[Any]) -> list[tuple[str, str, str]]:
             default = repr(field.default)
         rows.append((field.metadata["env"], default, field.metadata.get("doc", "")))
     return rows
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint)
 
 
 def _refuse_to_start(message: str) -> NoReturn:

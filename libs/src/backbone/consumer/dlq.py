@@ -51,8 +51,13 @@ class AlreadyResolved:
     resolution: str
 
 
+@dataclass(frozen=True)
+class Discarded:
+    pass
+
+
 ReplayOutcome = Replayed | StillFailing | NotFound | AlreadyResolved
-DiscardOutcome = NotFound | AlreadyResolved | None
+DiscardOutcome = Discarded | NotFound | AlreadyResolved
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ def discard_dead_letter(
         if row[0] is not None:
             return AlreadyResolved(row[0])
         _resolve(conn, dead_letter_id, "discarded", operator, note)
-        return None
+        return Discarded()
 
 
 def list_dead_letters(
@@ -165,13 +170,6 @@ def dlq_main(argv: list[str] | None, database_url: str, build: Callable[[], Repl
             outcome = replay_dead_letter(conn, ctx, args.id, operator=args.by, note=args.reason)
         else:
             outcome = discard_dead_letter(conn, ctx.consumer, args.id, operator=args.by, note=args.reason)
-    print(
-        json.dumps(
-            {
-                "dead_letter_id": args.id,
-                "outcome": type(outcome).__name__,
-                **(outcome.__dict__ if outcome else {}),
-            }
-        )
-    )
-    return 0 if isinstance(outcome, Replayed) or outcome is None else 1
+    report = {"dead_letter_id": args.id, "outcome": type(outcome).__name__, **outcome.__dict__}
+    print(json.dumps(report))
+    return 0 if isinstance(outcome, Replayed | Discarded) else 1

@@ -84,6 +84,9 @@ class ConsumerSettings:
     )
     prune_interval_s: int = setting("CONSUMER_PRUNE_INTERVAL_S", 300)
     health_port: int = setting("HEALTH_PORT", 0)
+    group_id: str | None = setting(
+        "CONSUMER_GROUP_ID", None, doc="Kafka group id; defaults to CONSUMER_NAME (the dedup namespace)"
+    )
 
 
 @dataclass(frozen=True)
@@ -205,11 +208,12 @@ class IdempotentConsumer:
         self._stop = threading.Event()
         self._conn: psycopg.Connection | None = None
         self._careful: set[TopicPartitionKey] = set()
+        self._pending_commits: dict[TopicPartitionKey, int] = {}
         self._infra_failures = 0
         self._last_prune = time.monotonic()
         config = consumer_config(
             settings.kafka_bootstrap_servers,
-            settings.consumer_name,
+            settings.group_id or settings.consumer_name,
             f"{settings.consumer_name}-{id(self):x}",
             session_timeout_ms=settings.session_timeout_ms,
             max_poll_interval_ms=settings.max_poll_interval_ms,
@@ -233,6 +237,7 @@ class IdempotentConsumer:
                 self._health.beat()
                 self.poll_once()
         finally:
+            self._flush_commits(set(self._pending_commits))
             self._consumer.close()  # leaves the group: partitions move at once, not after a timeout
             self._close_connection()
             log.info("consumer.stopped", consumer=self._name)
@@ -408,17 +413,30 @@ class IdempotentConsumer:
     # -- kafka offsets and positions ---------------------------------------------------------------
 
     def _commit_offsets(self, positions: dict[TopicPartitionKey, int]) -> None:
-        if not positions:
+        """Commit positions whose effects are in the database; a failed commit is retried later.
+
+        A commit fails mostly during a rebalance (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS).
+        Nothing is lost either way: the database has the effects and the dedup rows, so a
+        redelivery changes nothing. Retrying (next batch, on revoke, at shutdown) only saves the
+        next owner from re-reading.
+        """
+        for tp, offset in positions.items():
+            self._pending_commits[tp] = max(offset, self._pending_commits.get(tp, 0))
+        self._flush_commits(set(self._pending_commits))
+
+    def _flush_commits(self, tps: set[TopicPartitionKey]) -> None:
+        pending = {tp: self._pending_commits[tp] for tp in tps if tp in self._pending_commits}
+        if not pending:
             return
-        offsets = [
-            TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.items()
-        ]
+        offsets = [TopicPartition(tp[0], tp[1], offset) for tp, offset in pending.items()]
         try:
             self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
-            # Typically a rebalance took the partition away. The database already has the
-            # effects and the dedup rows, so the next owner's redelivery changes nothing.
             log.warning("consumer.offset_commit_failed", consumer=self._name, error=str(exc))
+            return
+        for tp, offset in pending.items():
+            if self._pending_commits.get(tp) == offset:
+                del self._pending_commits[tp]
 
     def _seek(self, tp: TopicPartitionKey, offset: int) -> None:
         try:
@@ -446,11 +464,18 @@ class IdempotentConsumer:
         log.info("consumer.assigned", consumer=self._name, partitions=_names(partitions))
 
     def _on_revoke(self, _: Consumer, partitions: list[TopicPartition]) -> None:
-        self._careful -= {(p.topic, p.partition) for p in partitions}
+        revoked = {(p.topic, p.partition) for p in partitions}
+        self._flush_commits(revoked)  # still ours during the callback: hand over exact positions
+        self._careful -= revoked
+        for tp in revoked:
+            self._pending_commits.pop(tp, None)
         log.info("consumer.revoked", consumer=self._name, partitions=_names(partitions))
 
     def _on_lost(self, _: Consumer, partitions: list[TopicPartition]) -> None:
-        self._careful -= {(p.topic, p.partition) for p in partitions}
+        lost = {(p.topic, p.partition) for p in partitions}
+        self._careful -= lost
+        for tp in lost:
+            self._pending_commits.pop(tp, None)  # not ours any more: the new owner re-reads
         log.warning("consumer.partitions_lost", consumer=self._name, partitions=_names(partitions))
 
     def _on_kafka_error(self, error: KafkaError) -> None:

@@ -102,6 +102,8 @@ def _specs_from_document(data: Mapping[str, Any], replication_factor: int | None
     specs = []
     for entry in data.get("topic", []):
         merged = {**defaults, **entry}
+        if not merged.get("events"):
+            raise ValueError(f"topic {merged.get('name')!r}: declare the event types it carries in 'events'")
         spec = TopicSpec(
             name=merged["name"],
             partitions=int(merged["partitions"]),

@@ -4,7 +4,8 @@ It consumes ``PaymentCaptured`` events from ``PROBE_TOPIC`` and records one ``pr
 row per application (no unique constraint, so a double application would show). With
 ``PROBE_EMIT_TOPIC`` it also writes one follow-up event per applied event to its outbox, in the
 same transaction. Markers in ``merchant_id`` make it misbehave on purpose: ``poison`` raises,
-``crash`` kills the process (SIGKILL) mid-transaction.
+``crash`` kills the process (SIGKILL) mid-transaction; ``PROBE_HEAL=1`` turns both off (a fixed
+deployment, for replay tests).
 
     python -m backbone.testing.probe consume|relay|write|dlq ...
 """
@@ -66,8 +67,10 @@ def captured_body(seq: int, merchant_id: str = "probe") -> dict[str, object]:
 
 
 def make_handler(emit_topic: str | None) -> BatchHandler:
+    healed = os.environ.get("PROBE_HEAL") == "1"  # "the bug is fixed": markers no longer misbehave
+
     def handle(uow: UnitOfWork, events: Sequence[InboundEvent]) -> None:
-        for e in events:
+        for e in events if not healed else ():
             marker = e.event.body["merchant_id"]
             if marker == "poison":
                 raise ProbePoison(f"poison event {e.event_id}")

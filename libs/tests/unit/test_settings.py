@@ -1,0 +1,236 @@
+"""Unit tests of backbone.settings: typed settings from the environment, failing fast and loudly.
+
+A service must refuse to start on a bad configuration, name every bad variable at once, and never
+print a secret. These tests prove each conversion, the combined error, the exit path entrypoints
+use, and that secrets stay hidden in reprs and error messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from backbone.settings import (
+    Secret,
+    SettingsError,
+    describe,
+    load_settings,
+    load_settings_or_exit,
+    setting,
+)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    name: str = setting("T_NAME", doc="service name")
+    port: int = setting("T_PORT", doc="HTTP port")
+    debug: bool = setting("T_DEBUG")
+    password: Secret = setting("T_PASSWORD", secret=True, doc="database password")
+    data_dir: Path = setting("T_DATA_DIR")
+    topics: tuple[str, ...] = setting("T_TOPICS", doc="comma-separated topics")
+    timeout_ms: int = setting("T_TIMEOUT_MS", 500)
+    group: str | None = setting("T_GROUP", None)
+    batch_size_max: int | None = setting("T_BATCH_SIZE_MAX", None)
+    api_token: Secret = setting("T_API_TOKEN", Secret("default-token"), secret=True)
+    derived: int = 0  # no setting(): not read from the environment, not described
+
+
+@dataclass(frozen=True)
+class _SecretNumber:
+    pin: int = setting("T_PIN", secret=True)
+
+
+@dataclass(frozen=True)
+class _FloatSetting:
+    ratio: float = setting("T_RATIO")
+
+
+REQUIRED = ["T_NAME", "T_PORT", "T_DEBUG", "T_PASSWORD", "T_DATA_DIR", "T_TOPICS"]
+ENV = {
+    "T_NAME": "relay",
+    "T_PORT": "8080",
+    "T_DEBUG": "true",
+    "T_PASSWORD": "s3cr3t-pw",
+    "T_DATA_DIR": "/var/lib/relay",
+    "T_TOPICS": "payments.events, ledger.events,,",
+}
+
+
+def _problems(environ: dict[str, str], cls: type = _Settings) -> SettingsError:
+    with pytest.raises(SettingsError) as exc_info:
+        load_settings(cls, environ)
+    return exc_info.value
+
+
+# --- conversions -------------------------------------------------------------------------------
+
+
+def test_every_type_is_converted() -> None:
+    """str, int, bool, Secret, Path and tuple[str, ...] come out typed; blanks in lists are dropped;
+    unset optional fields take their defaults; fields without setting() keep theirs."""
+    loaded = load_settings(_Settings, ENV)
+    assert loaded.name == "relay"
+    assert loaded.port == 8080
+    assert loaded.debug is True
+    assert isinstance(loaded.password, Secret)
+    assert loaded.password.reveal() == "s3cr3t-pw"
+    assert loaded.data_dir == Path("/var/lib/relay")
+    assert loaded.topics == ("payments.events", "ledger.events")
+    assert loaded.timeout_ms == 500
+    assert loaded.group is None
+    assert loaded.batch_size_max is None
+    assert loaded.api_token.reveal() == "default-token"
+    assert loaded.derived == 0
+
+
+def test_optional_and_defaulted_fields_read_the_environment_when_set() -> None:
+    """A set variable overrides a default; ``int | None`` converts to int."""
+    loaded = load_settings(
+        _Settings,
+        {**ENV, "T_TIMEOUT_MS": " 750 ", "T_GROUP": "g1", "T_BATCH_SIZE_MAX": "64", "T_API_TOKEN": "tok"},
+    )
+    assert loaded.timeout_ms == 750
+    assert loaded.group == "g1"
+    assert loaded.batch_size_max == 64
+    assert loaded.api_token.reveal() == "tok"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        *[("1", True), ("true", True), ("TRUE", True), (" yes ", True), ("On", True)],
+        *[("0", False), ("false", False), ("No", False), ("off", False)],
+    ],
+)
+def test_bool_spellings(raw: str, expected: bool) -> None:
+    """The documented true/false spellings, in any case and with surrounding spaces."""
+    assert load_settings(_Settings, {**ENV, "T_DEBUG": raw}).debug is expected
+
+
+def test_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an explicit mapping, load_settings reads os.environ."""
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("T_PORT", "9090")
+    assert load_settings(_Settings).port == 9090
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+def test_missing_variables_are_all_named_in_one_error() -> None:
+    """With nothing set, one SettingsError lists every required variable (and no defaulted one)."""
+    error = _problems({})
+    assert len(error.problems) == len(REQUIRED)
+    for name in REQUIRED:
+        assert f"{name} is required but not set" in str(error)
+    for name in ("T_TIMEOUT_MS", "T_GROUP", "T_API_TOKEN"):
+        assert name not in str(error)
+
+
+def test_empty_value_counts_as_missing() -> None:
+    """An empty variable (``T_NAME=``) is as missing as an absent one; a defaulted one keeps its default."""
+    error = _problems({**ENV, "T_NAME": "", "T_PORT": ""})
+    assert error.problems == ["T_NAME is required but not set", "T_PORT is required but not set"]
+    assert load_settings(_Settings, {**ENV, "T_TIMEOUT_MS": ""}).timeout_ms == 500
+
+
+def test_malformed_values_are_named_with_their_value_together_with_missing_ones() -> None:
+    """A bad int and a bad bool are reported with the variable and the value, in the same error as
+    a missing variable, so one restart fixes everything."""
+    env = {**ENV, "T_PORT": "eighty", "T_DEBUG": "maybe"}
+    del env["T_DATA_DIR"]
+    error = _problems(env)
+    assert len(error.problems) == 3
+    message = str(error)
+    assert message.startswith("invalid configuration: ")
+    assert "T_PORT='eighty' is invalid" in message
+    assert "T_DEBUG='maybe' is invalid: expected a boolean" in message
+    assert "T_DATA_DIR is required but not set" in message
+
+
+def test_malformed_optional_int_is_reported() -> None:
+    """``int | None`` still validates a value that is set."""
+    error = _problems({**ENV, "T_BATCH_SIZE_MAX": "lots"})
+    assert error.problems[0].startswith("T_BATCH_SIZE_MAX='lots' is invalid")
+
+
+def test_unsupported_type_is_a_settings_error() -> None:
+    """A field type with no conversion (float: no floats near money) is refused, naming the variable."""
+    error = _problems({"T_RATIO": "0.5"}, _FloatSetting)
+    assert "T_RATIO='0.5' is invalid: unsupported settings type" in str(error)
+
+
+def test_malformed_secret_value_is_shown_as_placeholder() -> None:
+    """The problem line for a malformed secret shows ``<secret>`` where other variables show the value."""
+    error = _problems({"T_PIN": "hunter2"}, _SecretNumber)
+    assert error.problems[0].startswith("T_PIN=<secret> is invalid")
+
+
+def test_malformed_secret_value_never_appears_anywhere_in_the_error() -> None:
+    """The secret's text appears nowhere in the SettingsError (it is printed at exit and logged)."""
+    error = _problems({"T_PIN": "hunter2"}, _SecretNumber)
+    assert "hunter2" not in str(error)
+
+
+# --- secrets -------------------------------------------------------------------------------------
+
+
+def test_secret_never_reveals_itself_in_repr_or_str() -> None:
+    """repr, str, f-strings, %-formatting and container reprs show only ``***``."""
+    secret = Secret("s3cr3t-pw")
+    renderings = [repr(secret), str(secret), f"{secret}", "%s" % secret, repr([secret]), repr({"k": secret})]  # noqa: UP031
+    for rendering in renderings:
+        assert "s3cr3t" not in rendering
+        assert "***" in rendering
+    assert secret.reveal() == "s3cr3t-pw"
+
+
+def test_loaded_settings_repr_hides_secrets() -> None:
+    """Logging the whole settings object (a common start-up line) shows no secret."""
+    rendering = repr(load_settings(_Settings, {**ENV, "T_API_TOKEN": "tok-123"}))
+    assert "s3cr3t-pw" not in rendering
+    assert "tok-123" not in rendering
+    assert "default-token" not in rendering
+    assert "relay" in rendering
+
+
+# --- describe and exit ---------------------------------------------------------------------------
+
+
+def test_describe_lists_every_setting_with_default_and_doc() -> None:
+    """One row per setting() field, in declaration order: required ones say so, secret defaults are
+    hidden, other defaults are shown as repr, fields without setting() are omitted."""
+    assert describe(_Settings) == [
+        ("T_NAME", "(required)", "service name"),
+        ("T_PORT", "(required)", "HTTP port"),
+        ("T_DEBUG", "(required)", ""),
+        ("T_PASSWORD", "(required)", "database password"),
+        ("T_DATA_DIR", "(required)", ""),
+        ("T_TOPICS", "(required)", "comma-separated topics"),
+        ("T_TIMEOUT_MS", "500", ""),
+        ("T_GROUP", "None", ""),
+        ("T_BATCH_SIZE_MAX", "None", ""),
+        ("T_API_TOKEN", "(secret)", ""),
+    ]
+
+
+def test_load_settings_or_exit_returns_settings_when_valid() -> None:
+    """On a valid environment the entrypoint helper simply returns the settings."""
+    assert load_settings_or_exit(_Settings, ENV).port == 8080
+
+
+def test_load_settings_or_exit_exits_2_naming_the_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    """On a bad environment it prints every problem to stderr (not stdout) and exits with status 2,
+    without revealing a secret that was set."""
+    env = {**ENV, "T_PORT": "x"}
+    del env["T_TOPICS"]
+    with pytest.raises(SystemExit) as exc_info:
+        load_settings_or_exit(_Settings, env)
+    assert exc_info.value.code == 2
+    captured = capsys.readouterr()
+    assert "T_TOPICS is required but not set" in captured.err
+    assert "T_PORT='x' is invalid" in captured.err
+    assert "s3cr3t-pw" not in captured.err
+    assert captured.out == ""
