@@ -64,7 +64,7 @@ fmt: install
 bench: bench-backbone
 
 bench-backbone: up
-	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/backbone.py
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/bench_backbone.py
 
 demo: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/demo.py

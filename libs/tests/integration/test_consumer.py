@@ -229,9 +229,10 @@ def test_replay_applies_a_dead_letter_once_through_the_handler_after_the_fix(pro
 
 
 def test_message_that_crashes_the_process_is_dead_lettered_after_n_restarts(probe_service: Probe) -> None:
-    """A message that kills the consumer process (no exception to catch) is counted before each
-    try; after CONSUMER_MAX_ATTEMPTS crashes the next process dead-letters it without running the
-    handler, and the events around it are applied once."""
+    """A message that kills the consumer process (no exception to catch) is found through the
+    in-flight marker its batch left, then counted before each careful try: after the first,
+    uncountable crash in its batch and CONSUMER_MAX_ATTEMPTS counted crashes, the next process
+    dead-letters it without running the handler, and the events around it are applied once."""
     good = probe_service.write(2, keys=1)
     probe_service.write(1, keys=1, merchant_id="crash", seq_start=3)
     good += probe_service.write(2, keys=1, seq_start=4)
@@ -245,7 +246,7 @@ def test_message_that_crashes_the_process_is_dead_lettered_after_n_restarts(prob
         if consumer.popen.poll() is None:
             break
         exits.append(consumer.wait_exit())
-    assert exits == [-9, -9]
+    assert exits == [-9, -9, -9]
     wait_until(lambda: probe_service.effects() == 4, 60, "good events applied")
     letters = dead_letters(probe_service)
     assert [(c, a) for c, _, a, _ in letters] == [("handler_failed", 2)]

@@ -32,19 +32,77 @@ def claim_events(conn: psycopg.Connection, consumer: str, event_ids: Sequence[st
     return {str(row[0]) for row in rows}
 
 
+TopicPartitionKey = tuple[str, int]
+
+
+def mark_in_flight(
+    conn: psycopg.Connection, consumer: str, ranges: dict[TopicPartitionKey, tuple[int, int]]
+) -> None:
+    """Record the offsets about to be applied, committed on its own before the batch.
+
+    ``synchronous_commit = off``: the marker must survive *our* process dying (the server keeps
+    it), not the server's machine failing; an asynchronous commit costs no fsync.
+    """
+    if not ranges:
+        return
+    topics, partitions, firsts, lasts = zip(
+        *((t, p, f, last) for (t, p), (f, last) in ranges.items()), strict=True
+    )
+    with conn.transaction():
+        conn.execute("SET LOCAL synchronous_commit = off")
+        conn.execute(
+            "INSERT INTO consumer_in_flight (consumer, topic, kafka_partition, first_offset, last_offset)"
+            " SELECT %s, * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[])"
+            " ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE"
+            " SET first_offset = EXCLUDED.first_offset,"
+            " last_offset = EXCLUDED.last_offset, started_at = now()",
+            (consumer, list(topics), list(partitions), list(firsts), list(lasts)),
+        )
+
+
+def clear_in_flight(conn: psycopg.Connection, consumer: str, tps: set[TopicPartitionKey]) -> None:
+    """Delete the markers of settled partitions (inside the batch transaction)."""
+    if not tps:
+        return
+    topics, partitions = zip(*tps, strict=True)
+    conn.execute(
+        "DELETE FROM consumer_in_flight WHERE consumer = %s AND (topic, kafka_partition) IN"
+        " (SELECT * FROM unnest(%s::text[], %s::int[]))",
+        (consumer, list(topics), list(partitions)),
+    )
+
+
+def load_in_flight(
+    conn: psycopg.Connection, consumer: str, tps: set[TopicPartitionKey]
+) -> dict[TopicPartitionKey, int]:
+    """Markers left by a process that died mid-batch: partition -> last offset it was applying."""
+    if not tps:
+        return {}
+    topics, partitions = zip(*tps, strict=True)
+    rows = conn.execute(
+        "SELECT topic, kafka_partition, last_offset FROM consumer_in_flight WHERE consumer = %s"
+        " AND (topic, kafka_partition) IN (SELECT * FROM unnest(%s::text[], %s::int[]))",
+        (consumer, list(topics), list(partitions)),
+    ).fetchall()
+    return {(str(t), int(p)): int(last) for t, p, last in rows}
+
+
 def record_attempt(
     conn: psycopg.Connection, consumer: str, topic: str, partition: int, offset: int, error: str
 ) -> int:
-    """Count one attempt at a message (autocommit: it must survive the failed transaction)."""
-    row = conn.execute(
-        "INSERT INTO consumer_attempts AS a"
-        " (consumer, topic, kafka_partition, kafka_offset, attempts, last_error)"
-        " VALUES (%s, %s, %s, %s, 1, %s)"
-        " ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO UPDATE"
-        " SET attempts = a.attempts + 1, last_error = EXCLUDED.last_error, updated_at = now()"
-        " RETURNING attempts",
-        (consumer, topic, partition, offset, error[:ERROR_TEXT_MAX]),
-    ).fetchone()
+    """Count one attempt at a message, committed on its own so that it survives the failed
+    transaction and a crashed process (asynchronous commit, as for ``mark_in_flight``)."""
+    with conn.transaction():
+        conn.execute("SET LOCAL synchronous_commit = off")
+        row = conn.execute(
+            "INSERT INTO consumer_attempts AS a"
+            " (consumer, topic, kafka_partition, kafka_offset, attempts, last_error)"
+            " VALUES (%s, %s, %s, %s, 1, %s)"
+            " ON CONFLICT (consumer, topic, kafka_partition, kafka_offset) DO UPDATE"
+            " SET attempts = a.attempts + 1, last_error = EXCLUDED.last_error, updated_at = now()"
+            " RETURNING attempts",
+            (consumer, topic, partition, offset, error[:ERROR_TEXT_MAX]),
+        ).fetchone()
     assert row is not None
     return int(row[0])
 

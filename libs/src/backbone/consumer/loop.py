@@ -12,9 +12,13 @@ Failures:
   failing message is retried (its partition waits, others move on) and after ``max_attempts``
   it is dead-lettered: a ``dead_letters`` row plus a copy on ``<topic>.dlq`` through the outbox.
   The partition then moves on. Nothing is dropped silently;
-- attempts are counted in their own autocommit write, *before* the handler runs on the careful
-  path, so a message that crashes the whole process is also dead-lettered after N restarts: the
-  first batch of every newly assigned partition takes the careful path;
+- a message that kills the whole process is caught too: before a fast batch, an in-flight
+  marker (partition, first..last offset) is committed on its own and it is deleted inside the
+  batch transaction. A marker that survives shows the range a process died applying; the next
+  owner applies exactly that range on the careful path, where each attempt is counted *before*
+  the handler runs, so the killer is dead-lettered after N counted restarts;
+- so a message is tried at most ``max_attempts + 1`` times: once inside its batch (a failure
+  there cannot be pinned on one message) and ``max_attempts`` times alone;
 - the database or Kafka failing is not the message's fault: the batch is rewound (seek) and
   retried after a backoff, without counting attempts.
 
@@ -31,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Final
+from typing import Any, Final
 
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -42,7 +46,10 @@ from backbone.consumer.inbox import (
     DeadLetter,
     claim_events,
     clear_attempts,
+    clear_in_flight,
     insert_dead_letter,
+    load_in_flight,
+    mark_in_flight,
     note_error,
     record_attempt,
 )
@@ -74,7 +81,8 @@ class ConsumerSettings:
     kafka_bootstrap_servers: str = setting("KAFKA_BOOTSTRAP_SERVERS")
     topics: tuple[str, ...] = setting("CONSUMER_TOPICS", doc="comma-separated topics")
     batch_size_max: int = setting("CONSUMER_BATCH_SIZE_MAX", 500)
-    poll_timeout_ms: int = setting("CONSUMER_POLL_TIMEOUT_MS", 500)
+    poll_timeout_ms: int = setting("CONSUMER_POLL_TIMEOUT_MS", 500, doc="wait for the first message")
+    batch_linger_ms: int = setting("CONSUMER_BATCH_LINGER_MS", 10, doc="extra wait to fill a batch")
     max_attempts: int = setting("CONSUMER_MAX_ATTEMPTS", 5, doc="failures before a message is dead-lettered")
     retry_backoff_ms: int = setting("CONSUMER_RETRY_BACKOFF_MS", 500, doc="pause before retrying a failure")
     session_timeout_ms: int = setting("CONSUMER_SESSION_TIMEOUT_MS", 10_000)
@@ -131,26 +139,34 @@ def per_event(handler: Callable[[UnitOfWork, InboundEvent], None]) -> BatchHandl
 
 @dataclass(frozen=True)
 class Polled:
-    """A consumed Kafka message with its coordinates checked once (librdkafka types them optional)."""
+    """A consumed Kafka message with its coordinates checked once (librdkafka types them optional).
+
+    Headers stay as librdkafka gave them until someone asks (dead letters do): converting them
+    for every message cost as much as half an Avro decode.
+    """
 
     topic: str
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: dict[str, str]
+    raw_headers: Any = None
 
     @classmethod
     def of(cls, message: Message) -> Polled:
         topic, partition, offset = message.topic(), message.partition(), message.offset()
-        invariant(
-            topic is not None and partition is not None and offset is not None, "message without coordinates"
-        )
+        has_coordinates = topic is not None and partition is not None and offset is not None
+        invariant(has_coordinates, "a consumed message without topic/partition/offset")
         assert topic is not None and partition is not None and offset is not None
-        raw_headers = message.headers() or []
-        pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
-        headers = {k: _text(v) for k, v in pairs if v is not None}
-        return cls(topic, partition, offset, _as_bytes(message.key()), _as_bytes(message.value()), headers)
+        return cls(
+            topic, partition, offset, _as_bytes(message.key()), _as_bytes(message.value()), message.headers()
+        )
+
+    @property
+    def headers(self) -> dict[str, str]:
+        raw = self.raw_headers or []
+        pairs = raw.items() if isinstance(raw, dict) else raw
+        return {k: _text(v) for k, v in pairs if v is not None}
 
 
 def _text(value: str | bytes) -> str:
@@ -207,7 +223,8 @@ class IdempotentConsumer:
         self._health = health or Health()
         self._stop = threading.Event()
         self._conn: psycopg.Connection | None = None
-        self._careful: set[TopicPartitionKey] = set()
+        self._unchecked: set[TopicPartitionKey] = set()  # assigned, in-flight marker not looked at
+        self._suspect: dict[TopicPartitionKey, int] = {}  # partition -> last offset to apply carefully
         self._pending_commits: dict[TopicPartitionKey, int] = {}
         self._infra_failures = 0
         self._last_prune = time.monotonic()
@@ -243,11 +260,20 @@ class IdempotentConsumer:
             log.info("consumer.stopped", consumer=self._name)
 
     def poll_once(self) -> int:
-        """Consume and apply one batch; returns the number of messages taken from Kafka."""
-        messages = self._consumer.consume(
-            num_messages=self._s.batch_size_max, timeout=self._s.poll_timeout_ms / 1000
+        """Consume and apply one batch; returns the number of messages taken from Kafka.
+
+        ``consume(n, timeout)`` alone waits until n messages arrived or the timeout passed, which
+        at moderate rates turns the poll timeout into latency. So: block for the first message
+        only, then take what is buffered, lingering at most ``batch_linger_ms`` to fill the batch.
+        """
+        first = self._consumer.poll(self._s.poll_timeout_ms / 1000)
+        if first is None:
+            self._maybe_prune()
+            return 0
+        rest = self._consumer.consume(
+            num_messages=self._s.batch_size_max - 1, timeout=self._s.batch_linger_ms / 1000
         )
-        items = [self._decode(Polled.of(m)) for m in messages if self._usable(m)]
+        items = [self._decode(Polled.of(m)) for m in [first, *rest] if self._usable(m)]
         if items:
             self._apply(items)
         self._maybe_prune()
@@ -275,29 +301,46 @@ class IdempotentConsumer:
 
     def _apply(self, items: list[_Item]) -> None:
         started = time.monotonic()
-        careful = any(item.tp in self._careful for item in items)
         try:
-            if careful:
-                self._apply_carefully(items)
-            else:
-                try:
-                    self._apply_fast(items)
-                except Exception as exc:
-                    if is_infrastructure_error(exc):
-                        raise _RewindBatch(_first_offsets(items), exc) from exc
-                    log.warning(
-                        "consumer.batch_failed_retrying_one_by_one", consumer=self._name, error=repr(exc)
-                    )
-                    self._apply_carefully(items)
+            self._apply_batch(items)
             self._infra_failures = 0
         except _RewindBatch as rewind:
             self._rewind_after_infra_failure(rewind)
+        except Exception as exc:
+            if not is_infrastructure_error(exc):
+                raise
+            self._rewind_after_infra_failure(_RewindBatch(_first_offsets(items), exc))
         finally:
             CONSUMER_BATCH_SECONDS.labels(self._name).observe(time.monotonic() - started)
+
+    def _apply_batch(self, items: list[_Item]) -> None:
+        if self._needs_care(items):
+            self._apply_carefully(items)
+            return
+        try:
+            self._apply_fast(items)
+        except Exception as exc:
+            if is_infrastructure_error(exc):
+                raise
+            log.warning("consumer.batch_failed_retrying_one_by_one", consumer=self._name, error=repr(exc))
+            self._apply_carefully(items)
+
+    def _needs_care(self, items: list[_Item]) -> bool:
+        """True if the batch reaches into a range that a process died applying (or a held message).
+
+        A newly assigned partition is checked once for an in-flight marker left behind.
+        """
+        unchecked = {item.tp for item in items} & self._unchecked
+        if unchecked:
+            self._suspect.update(load_in_flight(self._connection(), self._name, unchecked))
+            self._unchecked -= unchecked
+        return any(item.message.offset <= self._suspect.get(item.tp, -1) for item in items)
 
     def _apply_fast(self, items: list[_Item]) -> None:
         """The common case: the whole batch in one transaction, then one offset commit."""
         conn = self._connection()
+        ranges = _offset_ranges(items)
+        mark_in_flight(conn, self._name, ranges)
         inbound = _first_occurrences([i.inbound for i in items if i.inbound is not None])
         with conn.transaction():
             fresh_ids = claim_events(conn, self._name, [e.event_id for e in inbound])
@@ -307,9 +350,10 @@ class IdempotentConsumer:
             letters = [i.letter for i in items if i.letter is not None]
             for letter in letters:
                 self._dead_letter(conn, letter)
+            clear_in_flight(conn, self._name, set(ranges))
         failpoints.hit("consumer.after_db_commit")
         self._count(applied=len(fresh), duplicate=len(items) - len(fresh) - len(letters), dead=len(letters))
-        self._commit_offsets({item.tp: item.message.offset + 1 for item in items})
+        self._commit_offsets({tp: last + 1 for tp, (_, last) in ranges.items()})
 
     def _apply_carefully(self, items: list[_Item]) -> None:
         """Message by message, attempts counted first; a failing message holds back its partition."""
@@ -332,13 +376,34 @@ class IdempotentConsumer:
             else:
                 held.add(item.tp)
         failpoints.hit("consumer.after_db_commit")
+        self._settle_care(conn, items, next_offset, held)
         self._commit_offsets({tp: o for tp, o in next_offset.items() if o > first[tp]})
         for tp in held:
             self._seek(tp, next_offset[tp])  # redeliver the failed message after a pause
-        self._careful -= set(next_offset) - held
-        self._careful |= held
         if held:
             self._stop.wait(self._s.retry_backoff_ms / 1000)
+
+    def _settle_care(
+        self,
+        conn: psycopg.Connection,
+        items: list[_Item],
+        next_offset: dict[TopicPartitionKey, int],
+        held: set[TopicPartitionKey],
+    ) -> None:
+        """After a careful pass: partitions past their suspect range go back to the fast path
+        (marker deleted); a held partition stays careful up to the end of this batch."""
+        cleared = set()
+        for tp, position in next_offset.items():
+            if tp in held:
+                continue
+            if position > self._suspect.get(tp, -1):
+                self._suspect.pop(tp, None)
+                cleared.add(tp)
+        with conn.transaction():
+            clear_in_flight(conn, self._name, cleared)
+        for tp, (_, last) in _offset_ranges(items).items():
+            if tp in held:
+                self._suspect[tp] = max(last, self._suspect.get(tp, -1))
 
     def _apply_one(self, conn: psycopg.Connection, item: _Item) -> bool:
         """Apply or dead-letter one message; False means "failed, retry it later"."""
@@ -460,23 +525,25 @@ class IdempotentConsumer:
         self._stop.wait(delay_s)
 
     def _on_assign(self, _: Consumer, partitions: list[TopicPartition]) -> None:
-        self._careful |= {(p.topic, p.partition) for p in partitions}
+        self._unchecked |= {(p.topic, p.partition) for p in partitions}
         log.info("consumer.assigned", consumer=self._name, partitions=_names(partitions))
 
     def _on_revoke(self, _: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {(p.topic, p.partition) for p in partitions}
         self._flush_commits(revoked)  # still ours during the callback: hand over exact positions
-        self._careful -= revoked
-        for tp in revoked:
-            self._pending_commits.pop(tp, None)
+        self._forget(revoked)
         log.info("consumer.revoked", consumer=self._name, partitions=_names(partitions))
 
     def _on_lost(self, _: Consumer, partitions: list[TopicPartition]) -> None:
         lost = {(p.topic, p.partition) for p in partitions}
-        self._careful -= lost
-        for tp in lost:
-            self._pending_commits.pop(tp, None)  # not ours any more: the new owner re-reads
+        self._forget(lost)  # not ours any more: the new owner re-reads, dedup absorbs
         log.warning("consumer.partitions_lost", consumer=self._name, partitions=_names(partitions))
+
+    def _forget(self, tps: set[TopicPartitionKey]) -> None:
+        self._unchecked -= tps
+        for tp in tps:
+            self._suspect.pop(tp, None)
+            self._pending_commits.pop(tp, None)
 
     def _on_kafka_error(self, error: KafkaError) -> None:
         self._health.set("kafka", not error.fatal(), str(error))
@@ -578,6 +645,15 @@ def _first_occurrences(events: list[InboundEvent]) -> list[InboundEvent]:
             seen.add(event.event_id)
             unique.append(event)
     return unique
+
+
+def _offset_ranges(items: list[_Item]) -> dict[TopicPartitionKey, tuple[int, int]]:
+    """Per partition, the first and last offset in the batch."""
+    ranges: dict[TopicPartitionKey, tuple[int, int]] = {}
+    for item in items:
+        first, _ = ranges.get(item.tp, (item.message.offset, item.message.offset))
+        ranges[item.tp] = (first, item.message.offset)
+    return ranges
 
 
 def _first_offsets(items: list[_Item]) -> dict[TopicPartitionKey, int]:

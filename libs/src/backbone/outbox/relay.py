@@ -182,11 +182,16 @@ class OutboxRelay:
     def _relay_once(self, conn: psycopg.Connection) -> int:
         """Claim the oldest unpublished rows, publish them, mark the delivered ones."""
         self._drain_notifications(conn)  # the query below sees every row they announced
-        rows = conn.execute(
-            "SELECT id, topic, message_key, payload, headers FROM outbox"
-            " WHERE published_at IS NULL ORDER BY id LIMIT %s",
-            (self._s.batch_size_max,),
-        ).fetchall()
+        # Binary results: payloads arrive as raw bytes instead of hex text to decode.
+        rows = (
+            conn.cursor(binary=True)
+            .execute(
+                "SELECT id, topic, message_key, payload, headers FROM outbox"
+                " WHERE published_at IS NULL ORDER BY id LIMIT %s",
+                (self._s.batch_size_max,),
+            )
+            .fetchall()
+        )
         if not rows:
             return 0
         OUTBOX_BATCH_ROWS.labels(self._s.service_name).observe(len(rows))
