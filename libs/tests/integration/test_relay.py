@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections import defaultdict
 
 from backbone.avro import AvroCodec, SchemaCatalogue
@@ -15,6 +17,7 @@ from backbone.postgres import connect
 from backbone.testing import kafka as test_kafka
 from backbone.testing.harness import Probe
 from backbone.testing.processes import wait_until
+from backbone.testing.stack import free_port
 
 _codec = AvroCodec(SchemaCatalogue.default())
 
@@ -157,3 +160,29 @@ def test_relay_refuses_to_start_and_names_the_missing_or_bad_setting() -> None:
     assert "DATABASE_URL is required" in result.stderr
     assert "KAFKA_BOOTSTRAP_SERVERS is required" in result.stderr
     assert "OUTBOX_BATCH_SIZE_MAX='many' is invalid" in result.stderr
+
+
+def test_relay_health_endpoints_tell_leader_from_standby(probe_service: Probe) -> None:
+    """/readyz of a running relay reports its role (leader or standby) and /metrics exports the
+    leadership gauge; /healthz answers 200 while the loop is beating."""
+    ports = [free_port(), free_port()]
+    first = probe_service.start("relay", HEALTH_PORT=str(ports[0]))
+    first.wait_for_log("relay.leader")
+    second = probe_service.start("relay", HEALTH_PORT=str(ports[1]))
+    wait_until(lambda: _get(ports[1], "/readyz")[0] == 200, 30, "standby ready")
+    assert "leader" in _get(ports[0], "/readyz")[1]
+    assert "standby" in _get(ports[1], "/readyz")[1]
+    assert _get(ports[0], "/healthz")[0] == 200
+    assert 'outbox_relay_leader{service="probe"} 1.0' in _get(ports[0], "/metrics")[1]
+    assert 'outbox_relay_leader{service="probe"} 0.0' in _get(ports[1], "/metrics")[1]
+    assert second.popen.poll() is None
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
