@@ -29,12 +29,10 @@ dedup rows make any overlap harmless (also for a zombie that still commits a lat
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any, Final
 
 import psycopg
@@ -53,7 +51,7 @@ from backbone.consumer.inbox import (
     note_error,
     record_attempt,
 )
-from backbone.health import Health, serve_health
+from backbone.health import Health
 from backbone.invariants import invariant
 from backbone.kafka.config import consumer_config
 from backbone.kafka.topics import TopicCatalogue
@@ -66,6 +64,7 @@ from backbone.metrics import (
 )
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect, is_infrastructure_error
+from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import Secret, load_settings_or_exit, setting
 
 log = get_logger(__name__)
@@ -213,7 +212,7 @@ class IdempotentConsumer:
         invariant(settings.max_attempts >= 1, "max_attempts must be >= 1")
         invariant(settings.batch_size_max >= 1, "batch_size_max must be >= 1")
         for topic in settings.topics:
-            catalogue.get(topic)  # a consumed topic must be declared, with its dead-letter topic
+            catalogue.dead_letter_topic(topic)  # declared, with its dead-letter twin: fail at start
         self._s = settings
         self._name = settings.consumer_name
         self._handler = handler
@@ -674,16 +673,8 @@ def run_consumer_from_env(
     """Entrypoint body for a consumer process: settings from env, SIGTERM finishes the batch and leaves."""
     settings = load_settings_or_exit(settings_cls)
     configure_logging(settings.consumer_name)
-    health = Health()
-    if settings.health_port:
-        serve_health(health, "0.0.0.0", settings.health_port)  # noqa: S104 - probes come from outside
+    health = health_for(settings.health_port)
     handler, codec, catalogue, outbox = build(settings)
     consumer = IdempotentConsumer(settings, handler, codec, catalogue, outbox, health)
-
-    def on_signal(signum: int, _: FrameType | None) -> None:
-        log.info("consumer.signal", signal=signum)
-        consumer.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(consumer.stop, "consumer")
     consumer.run()

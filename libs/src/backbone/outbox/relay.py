@@ -27,18 +27,16 @@ Services run it from their entrypoint with ``run_relay_from_env()``.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any, Final
 
 import psycopg
 from confluent_kafka import KafkaError, Message, Producer
 
 from backbone import failpoints
-from backbone.health import Health, serve_health
+from backbone.health import Health
 from backbone.invariants import invariant
 from backbone.kafka.config import producer_config
 from backbone.logs import configure_logging, get_logger
@@ -50,6 +48,7 @@ from backbone.metrics import (
     OUTBOX_RELAY_LEADER,
 )
 from backbone.postgres import connect, is_infrastructure_error
+from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import Secret, load_settings_or_exit, setting
 
 # Advisory lock key (two int4 form): class "outb", object 1. Per database, so per service.
@@ -152,7 +151,6 @@ class OutboxRelay:
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             conn = connect(self._s.database_url.reveal(), autocommit=True, application_name="outbox-relay")
-            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
             self._conn = conn
             self._health.set("database", True)
         return self._conn
@@ -176,6 +174,9 @@ class OutboxRelay:
         OUTBOX_RELAY_LEADER.labels(self._s.service_name).set(1 if self._leader else 0)
         self._health.set("role", True, "leader" if self._leader else "standby")
         if self._leader:
+            # LISTEN only as leader: a standby never reads notifications, and psycopg would keep
+            # every one of them in memory for as long as the standby waits.
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
             log.info("relay.leader", service=self._s.service_name)
         return self._leader
 
@@ -313,17 +314,8 @@ def run_relay_from_env() -> None:
     """Entrypoint body for a service's relay process: settings from env, SIGTERM stops gracefully."""
     settings = load_settings_or_exit(RelaySettings)
     configure_logging(f"{settings.service_name}-relay")
-    health = Health()
-    if settings.health_port:
-        serve_health(health, "0.0.0.0", settings.health_port)  # noqa: S104 - probes come from outside
-    relay = OutboxRelay(settings, health)
-
-    def on_signal(signum: int, _: FrameType | None) -> None:
-        log.info("relay.signal", signal=signum)
-        relay.stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    relay = OutboxRelay(settings, health_for(settings.health_port))
+    stop_on_signals(relay.stop, "relay")
     relay.run()
 
 
