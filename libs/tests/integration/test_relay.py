@@ -10,7 +10,7 @@ import urllib.request
 from collections import defaultdict
 
 from backbone.avro import AvroCodec, SchemaCatalogue
-from backbone.consumer.loop import Polled
+from backbone.consumer.messages import Polled
 from backbone.ids import new_event_id
 from backbone.outbox.writer import write_raw
 from backbone.postgres import connect

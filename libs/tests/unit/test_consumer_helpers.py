@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 from backbone.avro import DecodedEvent, Envelope
-from backbone.consumer.loop import InboundEvent, Polled, UnitOfWork, _first_occurrences, per_event
+from backbone.consumer.messages import InboundEvent, Polled, UnitOfWork, first_occurrences, per_event
 from backbone.invariants import InvariantViolation
 
 EVENT_A = "018f0000-0000-7000-8000-00000000000a"
@@ -39,30 +39,30 @@ def _coords(events: list[InboundEvent]) -> list[tuple[str, int]]:
     return [(event.event_id, event.offset) for event in events]
 
 
-# --- _first_occurrences ---------------------------------------------------------------------------
+# --- first_occurrences ---------------------------------------------------------------------------
 
 
-def test_first_occurrences_keeps_the_first_of_each_event_id_in_order() -> None:
+def testfirst_occurrences_keeps_the_first_of_each_event_id_in_order() -> None:
     """Repeats of an event id (a relay republished it) are dropped; the first copy and the batch
     order are kept."""
     batch = [_inbound(EVENT_A, 0), _inbound(EVENT_B, 1), _inbound(EVENT_A, 2), _inbound(EVENT_C, 3)]
     batch += [_inbound(EVENT_B, 4), _inbound(EVENT_A, 5)]
-    assert _coords(_first_occurrences(batch)) == [(EVENT_A, 0), (EVENT_B, 1), (EVENT_C, 3)]
+    assert _coords(first_occurrences(batch)) == [(EVENT_A, 0), (EVENT_B, 1), (EVENT_C, 3)]
     assert len(batch) == 6, "the input list is left alone"
 
 
-def test_first_occurrences_dedupes_across_partitions() -> None:
+def testfirst_occurrences_dedupes_across_partitions() -> None:
     """The same event id on two partitions (or topics) is still one event: dedup is by id only."""
     batch = [_inbound(EVENT_A, 7, partition=1), _inbound(EVENT_A, 3, partition=2)]
-    [kept] = _first_occurrences(batch)
+    [kept] = first_occurrences(batch)
     assert (kept.partition, kept.offset) == (1, 7)
 
 
-def test_first_occurrences_of_distinct_or_empty_batches() -> None:
+def testfirst_occurrences_of_distinct_or_empty_batches() -> None:
     """A batch without repeats comes back unchanged; an empty batch stays empty."""
     batch = [_inbound(EVENT_C, 0), _inbound(EVENT_A, 1), _inbound(EVENT_B, 2)]
-    assert _first_occurrences(batch) == batch
-    assert _first_occurrences([]) == []
+    assert first_occurrences(batch) == batch
+    assert first_occurrences([]) == []
 
 
 # --- per_event --------------------------------------------------------------------------------------

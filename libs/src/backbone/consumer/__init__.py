@@ -1,13 +1,8 @@
 """The idempotent consumer: batch consume, one transaction per batch, offsets after commit."""
 
-from backbone.consumer.loop import (
-    BatchHandler,
-    ConsumerSettings,
-    IdempotentConsumer,
-    InboundEvent,
-    UnitOfWork,
-    per_event,
-)
+from backbone.consumer.loop import IdempotentConsumer
+from backbone.consumer.messages import BatchHandler, InboundEvent, UnitOfWork, per_event
+from backbone.consumer.settings import ConsumerSettings
 
 __all__ = [
     "BatchHandler",

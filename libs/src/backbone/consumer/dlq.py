@@ -19,7 +19,7 @@ import psycopg
 
 from backbone.avro import AvroCodec
 from backbone.consumer.inbox import claim_events
-from backbone.consumer.loop import (
+from backbone.consumer.messages import (
     BatchHandler,
     InboundEvent,
     Rejection,

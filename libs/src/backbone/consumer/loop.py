@@ -31,15 +31,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from backbone import failpoints
-from backbone.avro import AvroCodec, DecodedEvent, DecodeError, InvalidEnvelope, MalformedDatum, UnknownSchema
+from backbone.avro import AvroCodec
 from backbone.consumer.inbox import (
     DeadLetter,
     claim_events,
@@ -51,6 +50,21 @@ from backbone.consumer.inbox import (
     note_error,
     record_attempt,
 )
+from backbone.consumer.messages import (
+    BatchHandler,
+    InboundEvent,
+    Item,
+    Polled,
+    Rejection,
+    TopicPartitionKey,
+    UnitOfWork,
+    dead_letter_for,
+    decode_inbound,
+    first_occurrences,
+    first_offsets,
+    offset_ranges,
+)
+from backbone.consumer.settings import ConsumerSettings
 from backbone.health import Health
 from backbone.invariants import invariant
 from backbone.kafka.config import consumer_config
@@ -65,128 +79,10 @@ from backbone.metrics import (
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.runtime import health_for, stop_on_signals
-from backbone.settings import Secret, load_settings_or_exit, setting
+from backbone.settings import load_settings_or_exit
 
 log = get_logger(__name__)
 _INFRA_BACKOFF_MAX_S: Final = 10.0
-
-TopicPartitionKey = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class ConsumerSettings:
-    consumer_name: str = setting("CONSUMER_NAME", doc="consumer group id and dedup namespace")
-    database_url: Secret = setting("DATABASE_URL", secret=True)
-    kafka_bootstrap_servers: str = setting("KAFKA_BOOTSTRAP_SERVERS")
-    topics: tuple[str, ...] = setting("CONSUMER_TOPICS", doc="comma-separated topics")
-    batch_size_max: int = setting("CONSUMER_BATCH_SIZE_MAX", 500)
-    poll_timeout_ms: int = setting("CONSUMER_POLL_TIMEOUT_MS", 500, doc="wait for the first message")
-    batch_linger_ms: int = setting("CONSUMER_BATCH_LINGER_MS", 10, doc="extra wait to fill a batch")
-    max_attempts: int = setting("CONSUMER_MAX_ATTEMPTS", 5, doc="failures before a message is dead-lettered")
-    retry_backoff_ms: int = setting("CONSUMER_RETRY_BACKOFF_MS", 500, doc="pause before retrying a failure")
-    session_timeout_ms: int = setting("CONSUMER_SESSION_TIMEOUT_MS", 10_000)
-    max_poll_interval_ms: int = setting("CONSUMER_MAX_POLL_INTERVAL_MS", 300_000)
-    processed_retention_s: int = setting(
-        "CONSUMER_PROCESSED_RETENTION_S", 30 * 24 * 3600, doc="keep dedup rows longer than topic retention"
-    )
-    prune_interval_s: int = setting("CONSUMER_PRUNE_INTERVAL_S", 300)
-    health_port: int = setting("HEALTH_PORT", 0)
-    group_id: str | None = setting(
-        "CONSUMER_GROUP_ID", None, doc="Kafka group id; defaults to CONSUMER_NAME (the dedup namespace)"
-    )
-
-
-@dataclass(frozen=True)
-class InboundEvent:
-    """A decoded event with where it came from."""
-
-    event: DecodedEvent
-    topic: str
-    partition: int
-    offset: int
-
-    @property
-    def event_id(self) -> str:
-        return self.event.envelope.event_id
-
-    @property
-    def event_type(self) -> str:
-        return self.event.event_type
-
-
-@dataclass(frozen=True)
-class UnitOfWork:
-    """What a handler works with: the batch's connection inside its open transaction, the outbox."""
-
-    conn: psycopg.Connection
-    outbox: OutboxWriter | None
-    consumer: str
-
-
-BatchHandler = Callable[[UnitOfWork, Sequence[InboundEvent]], None]
-
-
-def per_event(handler: Callable[[UnitOfWork, InboundEvent], None]) -> BatchHandler:
-    """Adapt a one-event handler to the batch interface."""
-
-    def handle(uow: UnitOfWork, events: Sequence[InboundEvent]) -> None:
-        for event in events:
-            handler(uow, event)
-
-    return handle
-
-
-@dataclass(frozen=True)
-class Polled:
-    """A consumed Kafka message with its coordinates checked once (librdkafka types them optional).
-
-    Headers stay as librdkafka gave them until someone asks (dead letters do): converting them
-    for every message cost as much as half an Avro decode.
-    """
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    raw_headers: Any = None
-
-    @classmethod
-    def of(cls, message: Message) -> Polled:
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        has_coordinates = topic is not None and partition is not None and offset is not None
-        invariant(has_coordinates, "a consumed message without topic/partition/offset")
-        assert topic is not None and partition is not None and offset is not None
-        return cls(
-            topic, partition, offset, _as_bytes(message.key()), _as_bytes(message.value()), message.headers()
-        )
-
-    @property
-    def headers(self) -> dict[str, str]:
-        raw = self.raw_headers or []
-        pairs = raw.items() if isinstance(raw, dict) else raw
-        return {k: _text(v) for k, v in pairs if v is not None}
-
-
-def _text(value: str | bytes) -> str:
-    return value if isinstance(value, str) else value.decode("utf-8", "replace")
-
-
-def _as_bytes(value: str | bytes | None) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
-
-
-@dataclass(frozen=True)
-class _Item:
-    """One polled message: decoded, or the dead letter it turns into."""
-
-    message: Polled
-    inbound: InboundEvent | None
-    letter: DeadLetter | None
-
-    @property
-    def tp(self) -> TopicPartitionKey:
-        return (self.message.topic, self.message.partition)
 
 
 class _RewindBatch(Exception):
@@ -289,16 +185,18 @@ class IdempotentConsumer:
         log.warning("consumer.kafka_message_error", error=str(error))
         return False
 
-    def _decode(self, message: Polled) -> _Item:
+    def _decode(self, message: Polled) -> Item:
         decoded = decode_inbound(self._codec, self._catalogue, message.topic, message.key, message.value)
         if isinstance(decoded, Rejection):
-            return _Item(message, None, _letter(message, decoded.error_class, decoded.reason, decoded.event))
+            return Item(
+                message, None, dead_letter_for(message, decoded.error_class, decoded.reason, decoded.event)
+            )
         inbound = InboundEvent(decoded, message.topic, message.partition, message.offset)
-        return _Item(message, inbound, None)
+        return Item(message, inbound, None)
 
     # -- applying --------------------------------------------------------------------------------
 
-    def _apply(self, items: list[_Item]) -> None:
+    def _apply(self, items: list[Item]) -> None:
         started = time.monotonic()
         try:
             self._apply_batch(items)
@@ -308,11 +206,11 @@ class IdempotentConsumer:
         except Exception as exc:
             if not is_infrastructure_error(exc):
                 raise
-            self._rewind_after_infra_failure(_RewindBatch(_first_offsets(items), exc))
+            self._rewind_after_infra_failure(_RewindBatch(first_offsets(items), exc))
         finally:
             CONSUMER_BATCH_SECONDS.labels(self._name).observe(time.monotonic() - started)
 
-    def _apply_batch(self, items: list[_Item]) -> None:
+    def _apply_batch(self, items: list[Item]) -> None:
         if self._needs_care(items):
             self._apply_carefully(items)
             return
@@ -324,7 +222,7 @@ class IdempotentConsumer:
             log.warning("consumer.batch_failed_retrying_one_by_one", consumer=self._name, error=repr(exc))
             self._apply_carefully(items)
 
-    def _needs_care(self, items: list[_Item]) -> bool:
+    def _needs_care(self, items: list[Item]) -> bool:
         """True if the batch reaches into a range that a process died applying (or a held message).
 
         A newly assigned partition is checked once for an in-flight marker left behind.
@@ -335,12 +233,12 @@ class IdempotentConsumer:
             self._unchecked -= unchecked
         return any(item.message.offset <= self._suspect.get(item.tp, -1) for item in items)
 
-    def _apply_fast(self, items: list[_Item]) -> None:
+    def _apply_fast(self, items: list[Item]) -> None:
         """The common case: the whole batch in one transaction, then one offset commit."""
         conn = self._connection()
-        ranges = _offset_ranges(items)
+        ranges = offset_ranges(items)
         mark_in_flight(conn, self._name, ranges)
-        inbound = _first_occurrences([i.inbound for i in items if i.inbound is not None])
+        inbound = first_occurrences([i.inbound for i in items if i.inbound is not None])
         with conn.transaction():
             fresh_ids = claim_events(conn, self._name, [e.event_id for e in inbound])
             fresh = [e for e in inbound if e.event_id in fresh_ids]
@@ -354,10 +252,10 @@ class IdempotentConsumer:
         self._count(applied=len(fresh), duplicate=len(items) - len(fresh) - len(letters), dead=len(letters))
         self._commit_offsets({tp: last + 1 for tp, (_, last) in ranges.items()})
 
-    def _apply_carefully(self, items: list[_Item]) -> None:
+    def _apply_carefully(self, items: list[Item]) -> None:
         """Message by message, attempts counted first; a failing message holds back its partition."""
         conn = self._connection()
-        first = _first_offsets(items)
+        first = first_offsets(items)
         next_offset = dict(first)  # per partition: the next message not yet settled
         held: set[TopicPartitionKey] = set()
         for item in items:
@@ -385,7 +283,7 @@ class IdempotentConsumer:
     def _settle_care(
         self,
         conn: psycopg.Connection,
-        items: list[_Item],
+        items: list[Item],
         next_offset: dict[TopicPartitionKey, int],
         held: set[TopicPartitionKey],
     ) -> None:
@@ -400,11 +298,11 @@ class IdempotentConsumer:
                 cleared.add(tp)
         with conn.transaction():
             clear_in_flight(conn, self._name, cleared)
-        for tp, (_, last) in _offset_ranges(items).items():
+        for tp, (_, last) in offset_ranges(items).items():
             if tp in held:
                 self._suspect[tp] = max(last, self._suspect.get(tp, -1))
 
-    def _apply_one(self, conn: psycopg.Connection, item: _Item) -> bool:
+    def _apply_one(self, conn: psycopg.Connection, item: Item) -> bool:
         """Apply or dead-letter one message; False means "failed, retry it later"."""
         message = item.message
         if item.letter is not None:
@@ -444,10 +342,10 @@ class IdempotentConsumer:
         self._count(applied=len(fresh), duplicate=1 - len(fresh))
         return True
 
-    def _give_up(self, conn: psycopg.Connection, item: _Item, attempts: int, error: str) -> bool:
+    def _give_up(self, conn: psycopg.Connection, item: Item, attempts: int, error: str) -> bool:
         invariant(item.inbound is not None, "only decoded events are retried")
         assert item.inbound is not None
-        letter = _letter(item.message, "handler_failed", error, item.inbound.event, attempts)
+        letter = dead_letter_for(item.message, "handler_failed", error, item.inbound.event, attempts)
         with conn.transaction():
             self._dead_letter(conn, letter)
         self._count(dead=1)
@@ -578,88 +476,6 @@ class IdempotentConsumer:
             if not is_infrastructure_error(exc):
                 raise
             self._close_connection()
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """Why a message cannot be applied, whatever the handler: it goes straight to the dead letters."""
-
-    error_class: str
-    reason: str
-    event: DecodedEvent | None = None
-
-
-def decode_inbound(
-    codec: AvroCodec, catalogue: TopicCatalogue, topic: str, key: bytes | None, value: bytes | None
-) -> DecodedEvent | Rejection:
-    """Decode and check one message against the contract: Avro + envelope, key, topic's event types."""
-    try:
-        event = codec.decode(value or b"")
-    except UnknownSchema as exc:
-        return Rejection("unknown_schema", exc.reason)
-    except DecodeError as exc:
-        return Rejection(_decode_error_class(exc), exc.reason)
-    if key is None or key.decode("utf-8", "replace") != event.envelope.payment_id:
-        reason = "Kafka key does not equal the envelope's payment_id: per-payment order is not guaranteed"
-        return Rejection("key_mismatch", reason, event)
-    try:
-        catalogue.check_event(topic, event.event_type)
-    except ValueError as exc:
-        return Rejection("unexpected_event_type", str(exc), event)
-    return event
-
-
-def _letter(
-    message: Polled, error_class: str, reason: str, event: DecodedEvent | None = None, attempts: int = 1
-) -> DeadLetter:
-    return DeadLetter(
-        topic=message.topic,
-        partition=message.partition,
-        offset=message.offset,
-        key=message.key,
-        payload=message.value,
-        headers=message.headers,
-        error_class=error_class,
-        reason=reason,
-        attempts=attempts,
-        event_id=event.envelope.event_id if event else None,
-        event_type=event.event_type if event else None,
-    )
-
-
-def _decode_error_class(exc: DecodeError) -> str:
-    if isinstance(exc, InvalidEnvelope):
-        return "invalid_envelope"
-    if isinstance(exc, MalformedDatum):
-        return "malformed_datum"
-    return "undecodable"
-
-
-def _first_occurrences(events: list[InboundEvent]) -> list[InboundEvent]:
-    """Drop repeats of an event_id within one batch (a relay republished it): apply the first."""
-    seen: set[str] = set()
-    unique = []
-    for event in events:
-        if event.event_id not in seen:
-            seen.add(event.event_id)
-            unique.append(event)
-    return unique
-
-
-def _offset_ranges(items: list[_Item]) -> dict[TopicPartitionKey, tuple[int, int]]:
-    """Per partition, the first and last offset in the batch."""
-    ranges: dict[TopicPartitionKey, tuple[int, int]] = {}
-    for item in items:
-        first, _ = ranges.get(item.tp, (item.message.offset, item.message.offset))
-        ranges[item.tp] = (first, item.message.offset)
-    return ranges
-
-
-def _first_offsets(items: list[_Item]) -> dict[TopicPartitionKey, int]:
-    positions: dict[TopicPartitionKey, int] = {}
-    for item in items:
-        positions.setdefault(item.tp, item.message.offset)
-    return positions
 
 
 def _names(partitions: list[TopicPartition]) -> list[str]:

@@ -8,7 +8,7 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from backbone.consumer.loop import Polled
+from backbone.consumer.messages import Polled
 from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, TopicSpec, ensure_topics
 
 

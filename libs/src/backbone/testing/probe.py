@@ -23,13 +23,9 @@ from typing import Final
 
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.dlq import ReplayContext, dlq_main
-from backbone.consumer.loop import (
-    BatchHandler,
-    ConsumerSettings,
-    InboundEvent,
-    UnitOfWork,
-    run_consumer_from_env,
-)
+from backbone.consumer.loop import run_consumer_from_env
+from backbone.consumer.messages import BatchHandler, InboundEvent, UnitOfWork
+from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import TopicCatalogue, TopicSpec
 from backbone.outbox.relay import run_relay_from_env
 from backbone.outbox.writer import OutboxMessage, OutboxWriter

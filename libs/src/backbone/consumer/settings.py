@@ -1,0 +1,30 @@
+"""Settings of a consumer process (environment variables, parsed once, failing fast)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backbone.settings import Secret, setting
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    consumer_name: str = setting("CONSUMER_NAME", doc="consumer group id and dedup namespace")
+    database_url: Secret = setting("DATABASE_URL", secret=True)
+    kafka_bootstrap_servers: str = setting("KAFKA_BOOTSTRAP_SERVERS")
+    topics: tuple[str, ...] = setting("CONSUMER_TOPICS", doc="comma-separated topics")
+    batch_size_max: int = setting("CONSUMER_BATCH_SIZE_MAX", 500)
+    poll_timeout_ms: int = setting("CONSUMER_POLL_TIMEOUT_MS", 500, doc="wait for the first message")
+    batch_linger_ms: int = setting("CONSUMER_BATCH_LINGER_MS", 10, doc="extra wait to fill a batch")
+    max_attempts: int = setting("CONSUMER_MAX_ATTEMPTS", 5, doc="failures before a message is dead-lettered")
+    retry_backoff_ms: int = setting("CONSUMER_RETRY_BACKOFF_MS", 500, doc="pause before retrying a failure")
+    session_timeout_ms: int = setting("CONSUMER_SESSION_TIMEOUT_MS", 10_000)
+    max_poll_interval_ms: int = setting("CONSUMER_MAX_POLL_INTERVAL_MS", 300_000)
+    processed_retention_s: int = setting(
+        "CONSUMER_PROCESSED_RETENTION_S", 30 * 24 * 3600, doc="keep dedup rows longer than topic retention"
+    )
+    prune_interval_s: int = setting("CONSUMER_PRUNE_INTERVAL_S", 300)
+    health_port: int = setting("HEALTH_PORT", 0)
+    group_id: str | None = setting(
+        "CONSUMER_GROUP_ID", None, doc="Kafka group id; defaults to CONSUMER_NAME (the dedup namespace)"
+    )
