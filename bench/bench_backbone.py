@@ -159,6 +159,7 @@ def main() -> int:
         for proc in service.procs:
             proc.terminate()
         databases.drop_database(stack.pg_admin_url, db_url)
+        test_kafka.delete_topics(stack.kafka_bootstrap, [topic])
     result = {
         "events": EVENTS_TOTAL,
         "events_per_s": round(EVENTS_TOTAL / elapsed_s),

@@ -61,6 +61,7 @@ def main() -> int:
         for proc in service.procs:
             proc.kill()
         databases.drop_database(stack.pg_admin_url, db_url)
+        test_kafka.delete_topics(stack.kafka_bootstrap, [topic])
 
 
 def report(service: Probe, ids: list[str], poison_id: str, elapsed_s: float) -> int:

@@ -3,7 +3,6 @@ test, and the probe service as real processes (relay, consumer) started with tes
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,6 @@ from backbone.testing import databases, probe
 from backbone.testing import kafka as test_kafka
 from backbone.testing import stack as test_stack
 from backbone.testing.harness import EVENTS, PARTITIONS, Probe
-from confluent_kafka.admin import AdminClient
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -37,8 +35,4 @@ def probe_service(stack: test_stack.Stack, tmp_path: Path) -> Iterator[Probe]:
     for proc in service.procs:
         proc.kill()
     databases.drop_database(stack.pg_admin_url, db_url)
-    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
-    names = [topic, emit_topic, topic + ".dlq", emit_topic + ".dlq"]
-    for future in admin.delete_topics(names, operation_timeout=10).values():
-        with contextlib.suppress(Exception):  # best-effort cleanup of a test topic
-            future.result()
+    test_kafka.delete_topics(stack.kafka_bootstrap, [topic, emit_topic])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 
@@ -21,6 +22,16 @@ def probe_catalogue(topic: str, partitions: int, events: frozenset[str] = frozen
     base = TopicSpec(topic, partitions, 1, 3_600_000, "delete", events=events)
     dlq = TopicSpec(topic + DLQ_SUFFIX, partitions, 1, 3_600_000, "delete", is_dead_letter=True)
     return TopicCatalogue([base, dlq])
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    """Best-effort removal of throwaway topics (their dead-letter twins included)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(
+        [*names, *(n + DLQ_SUFFIX for n in names)], operation_timeout=10
+    ).values():
+        with contextlib.suppress(Exception):
+            future.result()
 
 
 def create_topics(bootstrap: str, catalogue: TopicCatalogue) -> None:
