@@ -78,7 +78,7 @@ def _start_testcontainers() -> Stack:  # pragma: no cover - no Docker engine on 
     from testcontainers.kafka import KafkaContainer  # noqa: PLC0415
     from testcontainers.postgres import PostgresContainer  # noqa: PLC0415
 
-    kafka: Any = KafkaContainer("apache/kafka:4.1.1").with_kraft()
+    kafka: Any = KafkaContainer("apache/kafka:4.4.0").with_kraft()
     kafka.start()
     postgres: Any = PostgresContainer("postgres:15", username="postgres", password="postgres")
     postgres.start()
