@@ -41,6 +41,7 @@ from backbone import failpoints
 from backbone.avro import AvroCodec
 from backbone.consumer.inbox import (
     DeadLetter,
+    TopicPartitionKey,
     claim_events,
     clear_attempts,
     clear_in_flight,
@@ -56,7 +57,6 @@ from backbone.consumer.messages import (
     Item,
     Polled,
     Rejection,
-    TopicPartitionKey,
     UnitOfWork,
     dead_letter_for,
     decode_inbound,

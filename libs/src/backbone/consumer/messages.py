@@ -15,12 +15,10 @@ import psycopg
 from confluent_kafka import Message
 
 from backbone.avro import AvroCodec, DecodedEvent, DecodeError, InvalidEnvelope, MalformedDatum, UnknownSchema
-from backbone.consumer.inbox import DeadLetter
+from backbone.consumer.inbox import DeadLetter, TopicPartitionKey
 from backbone.invariants import invariant
 from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox.writer import OutboxWriter
-
-TopicPartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from backbone.consumer.dlq import ReplayContext, dlq_main
 from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler, InboundEvent, UnitOfWork
 from backbone.consumer.settings import ConsumerSettings
-from backbone.kafka.topics import TopicCatalogue, TopicSpec
+from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox.relay import run_relay_from_env
 from backbone.outbox.writer import OutboxMessage, OutboxWriter
 from backbone.postgres import connect
@@ -194,8 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     print("usage: python -m backbone.testing.probe consume|relay|write|dlq", file=sys.stderr)
     return 2
 
-
-__all__ = ["MIGRATIONS", "TopicSpec", "captured_body", "main", "make_handler", "write_events"]
 
 if __name__ == "__main__":
     raise SystemExit(main())
