@@ -11,7 +11,25 @@ SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 REPO_ROOT="$(cd -- "$SCRIPT_DIR/../.." && pwd -P)"
 
 PGPORT="${PGPORT:-55432}"
-PG_HOME_DIR="${PG_HOME_DIR:-$REPO_ROOT/.local/postgres}"
+
+# The default home is <repo>/.local/postgres. As root the server runs as an unprivileged user, who must be
+# able to traverse every directory above it; a checkout inside a private directory (mktemp -d is 0700)
+# would make that impossible. Then, and only when PG_HOME_DIR is not set, the home moves to a fixed place
+# under /var/tmp derived from the repository path, so that every subcommand finds the same cluster.
+default_home() {
+  local dir="$REPO_ROOT"
+  if ((EUID == 0)); then
+    while [[ "$dir" != "/" ]]; do
+      [[ "$(stat -c %A "$dir")" == *[xt] ]] || {  # others may search it (t: sticky + x)
+        printf '/var/tmp/deposits-pg-%s\n' "$(printf '%s' "$REPO_ROOT" | sha256sum | cut -c1-12)"
+        return
+      }
+      dir="$(dirname -- "$dir")"
+    done
+  fi
+  printf '%s\n' "$REPO_ROOT/.local/postgres"
+}
+PG_HOME_DIR="${PG_HOME_DIR:-$(default_home)}"
 PG_SUPERUSER_PASSWORD="${PG_SUPERUSER_PASSWORD:-postgres}"
 # Less common knobs (documented in the README):
 PG_OS_USER="${PG_OS_USER:-postgres}"                          # server user when run as root
@@ -48,7 +66,7 @@ usage: deploy/postgres/pg.sh <command>
   status        exit 0 when accepting connections on 127.0.0.1:PGPORT, 3 otherwise
   psql [args]   psql as the superuser over 127.0.0.1:PGPORT
   url <name>    postgresql:// URL for service <name> (from databases.txt), or `url admin`
-env: PGPORT (55432), PG_HOME_DIR (<repo>/.local/postgres), PG_SUPERUSER_PASSWORD (postgres),
+env: PGPORT (55432), PG_HOME_DIR (<repo>/.local/postgres, or /var/tmp/deposits-pg-<hash> when root cannot hand <repo> to the server user), PG_SUPERUSER_PASSWORD (postgres),
      PG_PASSWORD_<NAME_UPPER> (<name>_dev), PG_OS_USER (postgres), PG_BINDIR, PG_START_TIMEOUT (60)
 EOF
 }
