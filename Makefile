@@ -22,7 +22,7 @@ help:
 	@echo "make bench-backbone  outbox -> Kafka -> idempotent consumer throughput and latency"
 	@echo "make demo            run the system with the simulators and print a report"
 
-$(STAMP): requirements-dev.txt libs/pyproject.toml
+$(STAMP): requirements-dev.txt libs/pyproject.toml $(wildcard services/*/pyproject.toml)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt

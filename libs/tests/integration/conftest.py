@@ -13,17 +13,6 @@ from backbone.testing import stack as test_stack
 from backbone.testing.harness import EVENTS, PARTITIONS, Probe
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "/integration/" in str(item.path):
-            item.add_marker(pytest.mark.integration)
-
-
-@pytest.fixture(scope="session")
-def stack() -> test_stack.Stack:
-    return test_stack.discover()
-
-
 @pytest.fixture
 def probe_service(stack: test_stack.Stack, tmp_path: Path) -> Iterator[Probe]:
     db_url = databases.create_database(stack.pg_admin_url, [probe.MIGRATIONS])

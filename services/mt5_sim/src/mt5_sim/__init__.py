@@ -1,0 +1,1 @@
+"""mt5_sim service."""

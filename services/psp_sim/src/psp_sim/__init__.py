@@ -1,0 +1,1 @@
+"""psp_sim service."""

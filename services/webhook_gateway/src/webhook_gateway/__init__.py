@@ -1,0 +1,1 @@
+"""webhook_gateway service."""
