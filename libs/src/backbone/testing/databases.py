@@ -50,7 +50,8 @@ def template_database(admin_url: str, extra_sources: list[MigrationSource]) -> s
 
 def create_database(admin_url: str, extra_migrations: list[Path] | None = None, prefix: str = "t") -> str:
     """A fresh database copied from the migrated template; returns its URL."""
-    sources = [MigrationSource(p.name, p) for p in (extra_migrations or [])]
+    # Named like the migration CLI names them: after the service folder that holds migrations/.
+    sources = [MigrationSource(p.resolve().parent.name, p) for p in (extra_migrations or [])]
     template = template_database(admin_url, sources)
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with connect(admin_url, autocommit=True) as conn:

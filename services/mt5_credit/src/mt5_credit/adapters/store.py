@@ -1,0 +1,415 @@
+"""PostgreSQL access for credit rows, accounts, deposit intents and cases.
+
+Every state change is one conditional UPDATE whose WHERE clause states the transition it allows
+(``status = 'pending'`` for a claim; the claim token for an outcome), so two workers, a zombie
+worker or a resolver racing an executor can never both move a row. The functions take the
+caller's connection: the caller owns the transaction (state change + outbox rows commit together).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
+from mt5_credit.domain.model import CreditKind, CreditStatus
+
+
+@dataclass(frozen=True)
+class CreditRow:
+    """A credit row as the executor, the resolver and the events need it."""
+
+    id: int
+    kind: CreditKind
+    status: CreditStatus
+    payment_id: str
+    deposit_reference: str
+    provider: str
+    provider_payment_id: str | None
+    debit_reason: str | None
+    source_reference: str | None
+    original_credit_id: int | None
+    mt5_login: int
+    customer_id: str
+    amount_minor: int
+    currency: str
+    payment_amount_minor: int
+    payment_currency: str
+    fx_rate: Decimal | None
+    attempts: int
+    claim_token: str | None
+    first_claimed_at_ms: int | None
+    claimed_at_ms: int | None
+    silent_lookups: int
+    mt5_deal_ticket: int | None
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> CreditRow:
+        return cls(
+            id=r["id"],
+            kind=CreditKind(r["kind"]),
+            status=CreditStatus(r["status"]),
+            payment_id=r["payment_id"],
+            deposit_reference=r["deposit_reference"],
+            provider=r["provider"],
+            provider_payment_id=r["provider_payment_id"],
+            debit_reason=r["debit_reason"],
+            source_reference=r["source_reference"],
+            original_credit_id=r["original_credit_id"],
+            mt5_login=r["mt5_login"],
+            customer_id=r["customer_id"],
+            amount_minor=r["amount_minor"],
+            currency=r["currency"],
+            payment_amount_minor=r["payment_amount_minor"],
+            payment_currency=r["payment_currency"],
+            fx_rate=r["fx_rate"],
+            attempts=r["attempts"],
+            claim_token=None if r["claim_token"] is None else str(r["claim_token"]),
+            first_claimed_at_ms=r["first_claimed_at_ms"],
+            claimed_at_ms=r["claimed_at_ms"],
+            silent_lookups=r["silent_lookups"],
+            mt5_deal_ticket=r["mt5_deal_ticket"],
+        )
+
+
+_COLUMNS = """
+  c.id, c.kind, c.status, c.payment_id, c.deposit_reference, c.provider, c.provider_payment_id,
+  c.debit_reason, c.source_reference, c.original_credit_id, c.mt5_login, c.customer_id,
+  c.amount_minor, c.currency, c.payment_amount_minor, c.payment_currency, c.fx_rate, c.attempts,
+  c.claim_token, c.silent_lookups, c.mt5_deal_ticket,
+  (extract(epoch FROM c.first_claimed_at) * 1000)::bigint AS first_claimed_at_ms,
+  (extract(epoch FROM c.claimed_at) * 1000)::bigint AS claimed_at_ms
+"""
+
+
+def _rows(conn: psycopg.Connection, query: str, params: tuple[Any, ...] | dict[str, Any]) -> list[CreditRow]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(query, params)
+        return [CreditRow.of(r) for r in cur.fetchall()]
+
+
+def db_now_ms(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# --- accounts and intents -------------------------------------------------------------------
+
+
+def upsert_account(conn: psycopg.Connection, account: Account) -> None:
+    conn.execute(
+        """INSERT INTO mt5_accounts (mt5_login, customer_id, currency, enabled) VALUES (%s, %s, %s, %s)
+           ON CONFLICT (mt5_login) DO UPDATE SET customer_id = EXCLUDED.customer_id,
+             currency = EXCLUDED.currency, enabled = EXCLUDED.enabled, updated_at = now()""",
+        (account.mt5_login, account.customer_id, account.currency, account.enabled),
+    )
+
+
+def load_account(conn: psycopg.Connection, mt5_login: int) -> Account | None:
+    row = conn.execute(
+        "SELECT mt5_login, customer_id, currency, enabled FROM mt5_accounts WHERE mt5_login = %s",
+        (mt5_login,),
+    ).fetchone()
+    return None if row is None else Account(int(row[0]), str(row[1]), str(row[2]), bool(row[3]))
+
+
+def load_intent(conn: psycopg.Connection, deposit_reference: str) -> DepositIntent | None:
+    row = conn.execute(
+        """SELECT deposit_reference, merchant_id, customer_id, mt5_login, amount_minor, currency
+           FROM deposit_intents WHERE deposit_reference = %s""",
+        (deposit_reference,),
+    ).fetchone()
+    if row is None:
+        return None
+    return DepositIntent(str(row[0]), str(row[1]), str(row[2]), int(row[3]), int(row[4]), str(row[5]))
+
+
+def insert_intent(
+    conn: psycopg.Connection, intent: DepositIntent, idempotency_key: str, digest: str
+) -> tuple[DepositIntent, str] | None:
+    """Insert, or return the intent already stored under the key with its digest (None: inserted)."""
+    inserted = conn.execute(
+        """INSERT INTO deposit_intents (deposit_reference, merchant_id, customer_id, mt5_login,
+             amount_minor, currency, idempotency_key, request_digest)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+           ON CONFLICT (merchant_id, idempotency_key) DO NOTHING RETURNING 1""",
+        (
+            intent.deposit_reference,
+            intent.merchant_id,
+            intent.customer_id,
+            intent.mt5_login,
+            intent.amount_minor,
+            intent.currency,
+            idempotency_key,
+            digest,
+        ),
+    ).fetchone()
+    if inserted is not None:
+        return None
+    row = conn.execute(
+        """SELECT deposit_reference, request_digest FROM deposit_intents
+           WHERE merchant_id = %s AND idempotency_key = %s""",
+        (intent.merchant_id, idempotency_key),
+    ).fetchone()
+    assert row is not None
+    stored = load_intent(conn, str(row[0]))
+    assert stored is not None
+    return stored, str(row[1])
+
+
+# --- credit rows: creation --------------------------------------------------------------------
+
+
+def load_original(conn: psycopg.Connection, deposit_reference: str) -> OriginalCredit | None:
+    """The deposit's credit row with what earlier debits already take back (failed ones excluded)."""
+    row = conn.execute(
+        """SELECT c.id, c.status, c.mt5_login, c.customer_id, c.amount_minor, c.currency,
+                  c.payment_amount_minor, c.payment_currency,
+                  COALESCE((SELECT sum(d.amount_minor) FROM mt5_credits d
+                            WHERE d.original_credit_id = c.id AND d.status <> 'failed'), 0)
+           FROM mt5_credits c WHERE c.deposit_reference = %s AND c.kind = 'credit'
+           ORDER BY c.id LIMIT 1 FOR UPDATE""",
+        (deposit_reference,),
+    ).fetchone()
+    if row is None:
+        return None
+    return OriginalCredit(
+        int(row[0]), CreditStatus(row[1]), int(row[2]), str(row[3]), int(row[4]), str(row[5]),
+        int(row[6]), str(row[7]), int(row[8]),
+    )  # fmt: skip
+
+
+def insert_row(
+    conn: psycopg.Connection,
+    row: NewRow,
+    *,
+    payment_id: str,
+    provider: str,
+    provider_payment_id: str | None,
+    source_reference: str | None,
+) -> int | None:
+    """Insert a pending row; None when its business key exists (a duplicate fact: nothing to do)."""
+    fx = row.fx
+    found = conn.execute(
+        """INSERT INTO mt5_credits (kind, source_key, payment_id, deposit_reference, provider,
+             provider_payment_id, debit_reason, source_reference, original_credit_id, mt5_login,
+             customer_id, amount_minor, currency, payment_amount_minor, payment_currency,
+             fx_rate, fx_source, fx_taken_at)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+                   CASE WHEN %s::bigint IS NULL THEN NULL ELSE to_timestamp(%s::bigint / 1000.0) END)
+           ON CONFLICT (source_key) DO NOTHING RETURNING id""",
+        (
+            row.kind.value,
+            row.source_key,
+            payment_id,
+            row.deposit_reference,
+            provider,
+            provider_payment_id,
+            None if row.debit_reason is None else row.debit_reason.value,
+            source_reference,
+            row.original_credit_id,
+            row.mt5_login,
+            row.customer_id,
+            row.amount_minor,
+            row.currency,
+            row.payment_amount_minor,
+            row.payment_currency,
+            None if fx is None else fx.rate,
+            None if fx is None else fx.source,
+            None if fx is None else fx.taken_at_ms,
+            None if fx is None else fx.taken_at_ms,
+        ),
+    ).fetchone()
+    if found is None:
+        return None
+    credit_id = int(found[0])
+    transition(conn, credit_id, None, CreditStatus.PENDING, f"created from {row.source_key}")
+    return credit_id
+
+
+def transition(
+    conn: psycopg.Connection, credit_id: int, from_status: CreditStatus | None, to: CreditStatus, reason: str
+) -> None:
+    conn.execute(
+        "INSERT INTO mt5_credit_transitions (credit_id, from_status, to_status, reason)"
+        " VALUES (%s, %s, %s, %s)",
+        (credit_id, None if from_status is None else from_status.value, to.value, reason[:500]),
+    )
+
+
+def open_case(
+    conn: psycopg.Connection,
+    subject: str,
+    case_kind: str,
+    reason: str,
+    *,
+    credit_id: int | None = None,
+    deposit_reference: str | None = None,
+) -> bool:
+    """Open a case once per (subject, kind); True when this call opened it."""
+    opened = conn.execute(
+        """INSERT INTO credit_cases (subject, case_kind, credit_id, deposit_reference, reason)
+           VALUES (%s, %s, %s, %s, %s) ON CONFLICT (subject, case_kind) DO NOTHING RETURNING id""",
+        (subject, case_kind, credit_id, deposit_reference, reason[:1000]),
+    ).fetchone()
+    return opened is not None
+
+
+# --- credit rows: claim and outcomes ----------------------------------------------------------
+
+
+def expire_leases(conn: psycopg.Connection, limit: int) -> list[CreditRow]:
+    """Claimed rows whose lease ran out become unknown (the worker may have reached MT5)."""
+    rows = _rows(
+        conn,
+        f"""UPDATE mt5_credits c SET status = 'unknown', unknown_since = now(), silent_lookups = 0,
+              next_lookup_at = now(), last_reason = 'lease expired', updated_at = now()
+            WHERE c.id IN (SELECT id FROM mt5_credits WHERE status = 'claimed' AND lease_expires_at < now()
+                           ORDER BY lease_expires_at LIMIT %s FOR UPDATE SKIP LOCKED)
+              AND c.status = 'claimed' AND c.lease_expires_at < now()
+            RETURNING {_COLUMNS}""",
+        (limit,),
+    )
+    for r in rows:
+        transition(conn, r.id, CreditStatus.CLAIMED, CreditStatus.UNKNOWN, "lease expired")
+    return rows
+
+
+def claim(conn: psycopg.Connection, limit: int, lease_ms: int) -> list[CreditRow]:
+    """Claim up to ``limit`` pending rows with one atomic UPDATE; only returned rows may call MT5.
+
+    A debit waits until the credit it reverses is done (there is nothing to take back before).
+    """
+    rows = _rows(
+        conn,
+        f"""UPDATE mt5_credits c SET status = 'claimed', claimed_at = now(),
+              first_claimed_at = COALESCE(c.first_claimed_at, now()),
+              lease_expires_at = now() + make_interval(secs => %s / 1000.0),
+              claim_token = gen_random_uuid(), attempts = c.attempts + 1, updated_at = now()
+            WHERE c.id IN (
+                SELECT p.id FROM mt5_credits p
+                WHERE p.status = 'pending'
+                  AND (p.kind = 'credit' OR EXISTS (SELECT 1 FROM mt5_credits o
+                       WHERE o.id = p.original_credit_id AND o.status = 'done'))
+                ORDER BY p.id LIMIT %s FOR UPDATE SKIP LOCKED)
+              AND c.status = 'pending'
+            RETURNING {_COLUMNS}""",
+        (lease_ms, limit),
+    )
+    for r in rows:
+        transition(conn, r.id, CreditStatus.PENDING, CreditStatus.CLAIMED, f"claim #{r.attempts}")
+    return rows
+
+
+def finish(
+    conn: psycopg.Connection,
+    row: CreditRow,
+    to: CreditStatus,
+    reason: str,
+    *,
+    ticket: int | None = None,
+    retcode: str | None = None,
+) -> bool:
+    """Record the outcome of this claim's MT5 call; False when the claim is no longer ours.
+
+    A definite answer (done / failed) is taken even if the lease expired meanwhile (the row is
+    then unknown under the same claim token): it is proof, and better than a lookup.
+    """
+    allowed = ("claimed",) if to is CreditStatus.UNKNOWN else ("claimed", "unknown")
+    updated = conn.execute(
+        """UPDATE mt5_credits SET status = %s, mt5_deal_ticket = COALESCE(%s, mt5_deal_ticket),
+             last_retcode = COALESCE(%s, last_retcode), last_reason = %s, lease_expires_at = NULL,
+             unknown_since = CASE WHEN %s = 'unknown' THEN now() ELSE unknown_since END,
+             next_lookup_at = CASE WHEN %s = 'unknown' THEN now() ELSE next_lookup_at END,
+             silent_lookups = 0, updated_at = now()
+           WHERE id = %s AND claim_token = %s AND status = ANY(%s) RETURNING status""",
+        (to.value, ticket, retcode, reason[:500], to.value, to.value, row.id, row.claim_token, list(allowed)),
+    ).fetchone()
+    if updated is None:
+        return False
+    transition(conn, row.id, CreditStatus.CLAIMED, to, reason)
+    return True
+
+
+def due_unknown(conn: psycopg.Connection, limit: int, dead_after_ms: int, hold_ms: int) -> list[CreditRow]:
+    """Unknown rows whose last call is surely dead and whose next lookup is due.
+
+    Taking them pushes ``next_lookup_at`` forward by ``hold_ms``: a second resolver skips them
+    meanwhile (a soft claim; the outcome write is conditional anyway).
+    """
+    return _rows(
+        conn,
+        f"""UPDATE mt5_credits c SET next_lookup_at = now() + make_interval(secs => %s / 1000.0),
+              lookups = c.lookups + 1, updated_at = now()
+            WHERE c.id IN (
+                SELECT id FROM mt5_credits
+                WHERE status = 'unknown' AND NOT needs_person AND next_lookup_at <= now()
+                  AND claimed_at + make_interval(secs => %s / 1000.0) <= now()
+                ORDER BY next_lookup_at LIMIT %s FOR UPDATE SKIP LOCKED)
+              AND c.status = 'unknown'
+            RETURNING {_COLUMNS}""",
+        (hold_ms, dead_after_ms, limit),
+    )
+
+
+def resolve(
+    conn: psycopg.Connection,
+    row: CreditRow,
+    to: CreditStatus,
+    reason: str,
+    *,
+    ticket: int | None = None,
+    needs_person: bool = False,
+    silent: bool = False,
+    next_lookup_ms: int = 0,
+) -> bool:
+    """Apply a lookup's verdict to an unknown row still under the same claim; False if it moved."""
+    updated = conn.execute(
+        """UPDATE mt5_credits SET status = %s, mt5_deal_ticket = COALESCE(%s, mt5_deal_ticket),
+             needs_person = needs_person OR %s, last_reason = %s,
+             silent_lookups = CASE WHEN %s THEN silent_lookups + 1 ELSE 0 END,
+             next_lookup_at = now() + make_interval(secs => %s / 1000.0),
+             claim_token = CASE WHEN %s = 'pending' THEN NULL ELSE claim_token END,
+             updated_at = now()
+           WHERE id = %s AND status = 'unknown' AND claim_token = %s RETURNING id""",
+        (
+            to.value,
+            ticket,
+            needs_person,
+            reason[:500],
+            silent,
+            next_lookup_ms,
+            to.value,
+            row.id,
+            row.claim_token,
+        ),
+    ).fetchone()
+    if updated is None:
+        return False
+    if to is not CreditStatus.UNKNOWN:
+        transition(conn, row.id, CreditStatus.UNKNOWN, to, reason)
+    return True
+
+
+def load_row(conn: psycopg.Connection, credit_id: int) -> CreditRow | None:
+    rows = _rows(conn, f"SELECT {_COLUMNS} FROM mt5_credits c WHERE c.id = %s", (credit_id,))
+    return rows[0] if rows else None
+
+
+def count_by_status(conn: psycopg.Connection) -> dict[str, int]:
+    return {
+        str(s): int(n) for s, n in conn.execute("SELECT status, count(*) FROM mt5_credits GROUP BY status")
+    }
+
+
+def oldest_unknown_age_s(conn: psycopg.Connection) -> float:
+    row = conn.execute(
+        "SELECT COALESCE(extract(epoch FROM now() - min(unknown_since)), 0)"
+        " FROM mt5_credits WHERE status = 'unknown'"
+    ).fetchone()
+    return 0.0 if row is None else float(row[0])

@@ -1,0 +1,106 @@
+"""Turning money facts from payment-state into credit and debit rows (the consumer's handler).
+
+Runs inside the idempotent consumer's batch transaction: the dedup row for the event, the new row
+(unique per business key) and any case commit together. A duplicate event stops at the dedup row;
+a *different* event about the same payment stops at the row's unique key. No MT5 call here: the
+executor claims the row later, so a slow MT5 never blocks the partition.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from backbone.consumer.messages import InboundEvent, UnitOfWork
+from backbone.logs import get_logger
+
+from mt5_credit.adapters import store
+from mt5_credit.application.ports import RateSource
+from mt5_credit.domain.intake import Captured, NewRow, Refuse, TakenBack, plan_credit, plan_debit
+from mt5_credit.domain.model import DebitReason
+
+log = get_logger("mt5_credit.intake")
+
+CONSUMED_TYPES = frozenset({"PaymentCaptured", "RefundSucceeded", "ChargebackReceived"})
+
+
+class Intake:
+    def __init__(self, rates: RateSource) -> None:
+        self._rates = rates
+
+    def handle(self, uow: UnitOfWork, event: InboundEvent) -> None:
+        body, payment_id = event.event.body, event.event.envelope.payment_id
+        match event.event_type:
+            case "PaymentCaptured":
+                self._captured(uow, payment_id, body)
+            case "RefundSucceeded":
+                self._taken_back(uow, payment_id, DebitReason.REFUND, body["refund_id"], body)
+            case "ChargebackReceived":
+                self._taken_back(uow, payment_id, DebitReason.CHARGEBACK, body["chargeback_id"], body)
+            case _:
+                pass  # other payment events are not money for MT5
+
+    def _captured(self, uow: UnitOfWork, payment_id: str, body: dict[str, Any]) -> None:
+        fact = Captured(
+            provider=body["provider"],
+            provider_payment_id=body["provider_payment_id"],
+            payment_id=payment_id,
+            amount_minor=body["amount_minor"],
+            currency=body["currency"],
+            deposit_reference=body["deposit_reference"],
+        )
+        ref = fact.deposit_reference
+        intent = None if ref is None else store.load_intent(uow.conn, ref)
+        account = None if intent is None else store.load_account(uow.conn, intent.mt5_login)
+        quote = None
+        if account is not None and account.currency != fact.currency:
+            quote = self._rates.quote(fact.currency, account.currency, time.time_ns() // 1_000_000)
+        if intent is not None and intent.merchant_id != body["merchant_id"]:
+            intent = None  # another merchant's intent: treat as no valid reference
+        self._apply(uow, plan_credit(fact, intent, account, quote), payment_id, fact.provider,
+                    fact.provider_payment_id, None)  # fmt: skip
+
+    def _taken_back(
+        self, uow: UnitOfWork, payment_id: str, reason: DebitReason, source_id: str, body: dict[str, Any]
+    ) -> None:
+        fact = TakenBack(
+            reason=reason,
+            source_id=source_id,
+            provider=body["provider"],
+            payment_id=payment_id,
+            amount_minor=body["amount_minor"],
+            currency=body["currency"],
+            deposit_reference=body["deposit_reference"],
+        )
+        original = (
+            None if fact.deposit_reference is None else store.load_original(uow.conn, fact.deposit_reference)
+        )
+        self._apply(uow, plan_debit(fact, original), payment_id, fact.provider, None, source_id)
+
+    def _apply(
+        self,
+        uow: UnitOfWork,
+        plan: NewRow | Refuse,
+        payment_id: str,
+        provider: str,
+        provider_payment_id: str | None,
+        source_reference: str | None,
+    ) -> None:
+        match plan:
+            case NewRow():
+                credit_id = store.insert_row(
+                    uow.conn,
+                    plan,
+                    payment_id=payment_id,
+                    provider=provider,
+                    provider_payment_id=provider_payment_id,
+                    source_reference=source_reference,
+                )
+                log.info("row_created" if credit_id else "row_exists", source_key=plan.source_key,
+                         credit_id=credit_id, kind=plan.kind.value)  # fmt: skip
+            case Refuse():
+                opened = store.open_case(uow.conn, plan.source_key, "refused", plan.reason,
+                                         deposit_reference=plan.deposit_reference)  # fmt: skip
+                log.warning(
+                    "fact_refused", source_key=plan.source_key, reason=plan.reason, case_opened=opened
+                )

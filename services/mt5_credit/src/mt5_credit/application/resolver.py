@@ -1,0 +1,113 @@
+"""The resolver: find out what happened to ``unknown`` rows by looking the deal up (seed 000 step 4).
+
+A row is looked up only once its last call is surely dead (call timeout + margin after the claim),
+over a window on the MT5 server's clock starting before the first claim. Found: done with the
+ticket. Absent after a complete answer: pending again (the same comment goes out on the next
+attempt). Conflict: stays unknown, a case. No answer: stays unknown, an alert, backoff; after a
+bound, a case too. Never a money correction.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from backbone.logs import get_logger
+from backbone.outbox.writer import OutboxWriter
+
+from mt5_credit.adapters import store
+from mt5_credit.adapters.store import CreditRow
+from mt5_credit.application import events, metrics
+from mt5_credit.application.ports import (
+    DealAbsent,
+    DealConflict,
+    DealFound,
+    DealLookup,
+    LookupSilent,
+    Mt5Port,
+)
+from mt5_credit.domain.model import CreditKind, CreditStatus, mt5_comment, signed_amount_minor
+from mt5_credit.domain.resolve import LookupKind, ResolveTiming, after_lookup, backoff_ms, lookup_window_ms
+
+log = get_logger("mt5_credit.resolver")
+
+
+class Resolver:
+    def __init__(
+        self,
+        conn: psycopg.Connection,
+        mt5: Mt5Port,
+        outbox: OutboxWriter,
+        timing: ResolveTiming,
+        batch_size_max: int,
+    ) -> None:
+        self._conn = conn
+        self._mt5 = mt5
+        self._outbox = outbox
+        self._timing = timing
+        self._batch_size_max = batch_size_max
+
+    def run_once(self) -> int:
+        dead_after_ms = self._timing.call_timeout_ms + self._timing.dead_margin_ms
+        with self._conn.transaction():
+            rows = store.due_unknown(
+                self._conn, self._batch_size_max, dead_after_ms, self._timing.backoff_cap_ms
+            )
+        if not rows:
+            return 0
+        server_now_ms = self._mt5.server_time_ms()
+        db_now_ms = store.db_now_ms(self._conn)
+        for row in rows:
+            self._resolve(row, self._lookup(row, server_now_ms, db_now_ms))
+        return len(rows)
+
+    def _lookup(self, row: CreditRow, server_now_ms: int | None, db_now_ms: int) -> DealLookup:
+        if server_now_ms is None:
+            return LookupSilent("MT5 server time unavailable")
+        first_claim_ms = row.first_claimed_at_ms if row.first_claimed_at_ms is not None else db_now_ms
+        from_ms, to_ms = lookup_window_ms(
+            min(first_claim_ms, db_now_ms), db_now_ms, server_now_ms, self._timing
+        )
+        return self._mt5.find_balance_deal(
+            row.mt5_login, mt5_comment(row.kind, row.id), signed_amount_minor(row.kind, row.amount_minor),
+            row.currency, from_ms, to_ms,
+        )  # fmt: skip
+
+    def _resolve(self, row: CreditRow, lookup: DealLookup) -> None:
+        match lookup:
+            case DealFound():
+                kind, detail = LookupKind.FOUND, f"ticket {lookup.ticket}"
+            case DealAbsent():
+                kind, detail = LookupKind.ABSENT, "complete answer"
+            case DealConflict():
+                kind, detail = LookupKind.CONFLICT, f"{lookup.reason}; tickets {list(lookup.tickets)}"
+            case LookupSilent():
+                kind, detail = LookupKind.NO_ANSWER, lookup.reason
+        metrics.LOOKUP_OUTCOMES.labels(kind.value).inc()
+        silent = kind is LookupKind.NO_ANSWER
+        verdict = after_lookup(kind, row.silent_lookups + (1 if silent else 0), self._timing)
+        reason = f"{verdict.reason}: {detail}"
+        target = CreditStatus(verdict.target)
+        ticket = lookup.ticket if isinstance(lookup, DealFound) else None
+        delay_ms = backoff_ms(row.silent_lookups + 1, self._timing) if silent else 0
+        with self._conn.transaction():
+            moved = store.resolve(
+                self._conn,
+                row,
+                target,
+                reason,
+                ticket=ticket,
+                needs_person=verdict.needs_person,
+                silent=silent,
+                next_lookup_ms=delay_ms,
+            )
+            if not moved:
+                return
+            if ticket is not None:
+                events.publish(self._conn, self._outbox, row, events.done_event(row, ticket))
+            if verdict.needs_person and store.open_case(
+                self._conn, f"credit:{row.id}", kind.value, reason, credit_id=row.id,
+                deposit_reference=row.deposit_reference,
+            ):  # fmt: skip
+                events.publish(self._conn, self._outbox, row, events.needs_attention(row, "unknown", reason))
+        log_fn = log.error if verdict.alert or verdict.needs_person else log.info
+        log_fn("unknown_looked_up", credit_id=row.id, outcome=kind.value, target=target.value, reason=reason,
+               kind=row.kind.value if row.kind is CreditKind.DEBIT else "credit")  # fmt: skip

@@ -1,0 +1,71 @@
+"""Credit rows and their life: the states, the MT5 comment, and which transitions exist.
+
+A *credit row* is one balance operation we intend to perform on one MT5 account: a deposit credit
+(one per PSP payment) or a debit (one per refund or chargeback, linked to the credit it reverses).
+Amounts are always positive minor units of the MT5 account's currency; the direction is the kind.
+
+Invariants kept here:
+- the MT5 comment of a row is a pure function of its kind and id, so every attempt carries the same
+  one, and it always fits MT5's 31 characters;
+- ``unknown`` never goes straight back to ``pending`` except on a complete *absent* lookup, and an
+  expired lease means ``unknown``, never ``pending`` (the dead worker may have reached MT5).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+from backbone.invariants import invariant
+
+MT5_COMMENT_CHARS_MAX: Final = 31  # MT5 cuts a deal comment silently at 31 characters
+
+
+class CreditKind(StrEnum):
+    CREDIT = "credit"  # money onto the account: a captured deposit
+    DEBIT = "debit"  # money off the account: a refund or a chargeback of a credited deposit
+
+
+class DebitReason(StrEnum):
+    REFUND = "refund"
+    CHARGEBACK = "chargeback"
+
+
+class CreditStatus(StrEnum):
+    PENDING = "pending"  # may be claimed; MT5 has (provably) not got this operation
+    CLAIMED = "claimed"  # one worker holds a lease and may be calling MT5 right now
+    UNKNOWN = "unknown"  # MT5 may or may not have applied it: only a lookup decides
+    DONE = "done"  # MT5 confirmed; the deal ticket is stored
+    FAILED = "failed"  # MT5 (or our pre-check) clearly refused; a person looks at it
+
+
+_TRANSITIONS: Final[dict[CreditStatus, frozenset[CreditStatus]]] = {
+    CreditStatus.PENDING: frozenset({CreditStatus.CLAIMED, CreditStatus.FAILED}),
+    CreditStatus.CLAIMED: frozenset({CreditStatus.DONE, CreditStatus.FAILED, CreditStatus.UNKNOWN}),
+    # A late, definite answer from the worker whose lease expired still counts (DONE/FAILED);
+    # PENDING only through a complete "absent" lookup.
+    CreditStatus.UNKNOWN: frozenset({CreditStatus.DONE, CreditStatus.FAILED, CreditStatus.PENDING}),
+    CreditStatus.DONE: frozenset(),
+    CreditStatus.FAILED: frozenset(),
+}
+
+_COMMENT_PREFIX: Final[dict[CreditKind, str]] = {CreditKind.CREDIT: "dep:", CreditKind.DEBIT: "dbt:"}
+
+
+def can_move(current: CreditStatus, target: CreditStatus) -> bool:
+    """Whether ``current -> target`` is a transition of the credit state machine."""
+    return target in _TRANSITIONS[current]
+
+
+def mt5_comment(kind: CreditKind, row_id: int) -> str:
+    """The compact reference written into the MT5 deal comment: ``dep:<id>`` or ``dbt:<id>``."""
+    invariant(row_id > 0, f"row id must be positive, got {row_id}")
+    comment = f"{_COMMENT_PREFIX[kind]}{row_id}"
+    invariant(len(comment) <= MT5_COMMENT_CHARS_MAX, f"comment {comment!r} longer than MT5 keeps")
+    return comment
+
+
+def signed_amount_minor(kind: CreditKind, amount_minor: int) -> int:
+    """The amount as MT5's balance operation takes it: positive credits, negative debits."""
+    invariant(amount_minor > 0, f"a credit row's amount is positive, got {amount_minor}")
+    return amount_minor if kind is CreditKind.CREDIT else -amount_minor

@@ -1,0 +1,84 @@
+"""Resolving ``unknown``: when a row may be looked up, over which window, and what each lookup means.
+
+"No data" is never "no deal": only a complete answer for the whole window (``absent``) sends a row
+back to ``pending``. Conflicts and silence stay ``unknown`` and reach a person; money is never
+corrected automatically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from backbone.invariants import invariant
+
+
+class LookupKind(StrEnum):
+    FOUND = "found"
+    ABSENT = "absent"
+    CONFLICT = "conflict"
+    NO_ANSWER = "no_answer"
+
+
+@dataclass(frozen=True)
+class ResolveTiming:
+    call_timeout_ms: int  # the MT5 client's read timeout for a balance call
+    dead_margin_ms: int  # extra wait so a request queued anywhere has surely been dropped
+    lookback_ms: int  # the window starts this long before the first claim (clock skew, queues)
+    backoff_base_ms: int
+    backoff_cap_ms: int
+    no_answer_attempts_max: int  # after this many silent lookups, a case (the row stays unknown)
+
+    def __post_init__(self) -> None:
+        invariant(self.call_timeout_ms > 0 and self.dead_margin_ms >= 0, "timeouts must be positive")
+        invariant(0 < self.backoff_base_ms <= self.backoff_cap_ms, "backoff base must be <= cap")
+        invariant(self.no_answer_attempts_max >= 1, "at least one lookup before a case")
+
+
+def surely_dead_at_ms(claimed_at_ms: int, timing: ResolveTiming) -> int:
+    """When the call started under this claim can no longer reach MT5."""
+    return claimed_at_ms + timing.call_timeout_ms + timing.dead_margin_ms
+
+
+def lookup_window_ms(
+    first_claimed_at_ms: int, db_now_ms: int, server_now_ms: int, timing: ResolveTiming
+) -> tuple[int, int]:
+    """The window on the MT5 server's clock: from before the first claim to just after now.
+
+    The server keeps its own clock: the offset ``server_now - db_now`` measured right now moves
+    the claim time onto it, and the lookback absorbs drift and queueing.
+    """
+    invariant(first_claimed_at_ms <= db_now_ms, "the first claim cannot be in the future")
+    offset_ms = server_now_ms - db_now_ms
+    return first_claimed_at_ms + offset_ms - timing.lookback_ms, server_now_ms + 60_000
+
+
+def backoff_ms(attempt: int, timing: ResolveTiming) -> int:
+    """Delay before lookup number ``attempt + 1`` (exponential, capped)."""
+    invariant(attempt >= 1, "attempts count from 1")
+    return int(min(timing.backoff_cap_ms, timing.backoff_base_ms * 2 ** min(attempt - 1, 30)))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What to do with an unknown row after a lookup."""
+
+    target: str  # "done" | "pending" | "unknown"
+    needs_person: bool  # open a case (once) and emit Mt5CreditNeedsAttention (once)
+    alert: bool  # page someone: MT5 cannot be asked
+    reason: str
+
+
+def after_lookup(kind: LookupKind, no_answer_attempts: int, timing: ResolveTiming) -> Resolution:
+    """The seed's four outcomes; ``no_answer_attempts`` counts this one too."""
+    match kind:
+        case LookupKind.FOUND:
+            return Resolution("done", needs_person=False, alert=False, reason="deal found by comment")
+        case LookupKind.ABSENT:
+            return Resolution("pending", needs_person=False, alert=False, reason="complete answer, no deal")
+        case LookupKind.CONFLICT:
+            return Resolution("unknown", needs_person=True, alert=False, reason="conflicting deals")
+        case LookupKind.NO_ANSWER:
+            give_up = no_answer_attempts >= timing.no_answer_attempts_max
+            reason = f"MT5 gave no answer to {no_answer_attempts} lookup(s)"
+            return Resolution("unknown", needs_person=give_up, alert=True, reason=reason)

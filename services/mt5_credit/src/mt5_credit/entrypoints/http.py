@@ -1,0 +1,285 @@
+"""The HTTP API (aiohttp): account mapping (admin), deposit intents (server callers), credit status.
+
+Callers authenticate with bearer tokens from settings; a merchant sees only its own intents and
+credits (404 otherwise). Bodies are size-limited, strictly typed, and carry no card data and no
+free-form login: a login is accepted only as the ``mt5_login`` of an intent, checked against the
+mapping. Database work runs in a worker thread so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, assert_never
+
+from aiohttp import web
+from backbone.health import Health, aiohttp_routes
+from backbone.logs import configure_logging, get_logger
+from backbone.money import currency_exponent
+from backbone.postgres import make_pool
+from backbone.settings import load_settings_or_exit
+from psycopg_pool import ConnectionPool
+
+from mt5_credit.adapters import store
+from mt5_credit.adapters.rates import FixedRates
+from mt5_credit.application.intents import Created, IntentRefused, IntentRequest, create_intent
+from mt5_credit.domain.intake import Account
+from mt5_credit.settings import HttpSettings
+
+log = get_logger("mt5_credit.http")
+_KEY_RE: Final = re.compile(r"^[A-Za-z0-9_.:-]{8,128}$")
+_ID_RE: Final = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_CARD_RE: Final = re.compile(r"(?<![0-9])[0-9][0-9 -]{10,22}[0-9](?![0-9])")
+_INT_MAX: Final = 2**63 - 1
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message}}, status=status)
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
+
+
+def looks_like_card_data(raw: str) -> bool:
+    """Card numbers (Luhn-valid 12-19 digits, spaces/dashes allowed) or a CVV-like field name."""
+    if re.search(r'"(cvv|cvc|cvv2|card_number|pan)"', raw, re.IGNORECASE):
+        return True
+    for match in _CARD_RE.finditer(raw):
+        digits = re.sub(r"[ -]", "", match.group())
+        if 12 <= len(digits) <= 19 and _luhn(digits):
+            return True
+    return False
+
+
+class Api:
+    def __init__(self, settings: HttpSettings, pool: ConnectionPool, health: Health) -> None:
+        self._settings = settings
+        self._pool = pool
+        self._health = health
+        self._rates = FixedRates.parse(settings.fx_rates)
+        self._tokens = _parse_tokens(settings.api_tokens.reveal())
+        self._admin = settings.admin_token.reveal()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self._settings.body_bytes_max)
+        app.add_routes(
+            [
+                web.put("/accounts/{login}", self.put_account),
+                web.post("/deposit-intents", self.post_intent),
+                web.get("/deposit-intents/{ref}", self.get_intent),
+                web.get("/credits/{credit_id}", self.get_credit),
+                *aiohttp_routes(self._health),
+            ]
+        )
+        return app
+
+    def _merchant(self, request: web.Request) -> str | None:
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        for known, merchant in self._tokens:
+            if hmac.compare_digest(token.encode(), known.encode()):
+                return merchant
+        return None
+
+    async def _json(self, request: web.Request) -> dict[str, Any] | web.Response:
+        try:
+            raw = await request.text()
+        except web.HTTPRequestEntityTooLarge:
+            return _error(413, "body_too_large", "request body too large")
+        if looks_like_card_data(raw):
+            return _error(400, "card_data_refused", "card numbers and CVV are never accepted: send a token")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error(400, "malformed_json", "body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error(400, "malformed_json", "body must be a JSON object")
+        return body
+
+    async def put_account(self, request: web.Request) -> web.Response:
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not hmac.compare_digest(token.encode(), self._admin.encode()):
+            return _error(401, "unauthorized", "admin token required")
+        body = await self._json(request)
+        if isinstance(body, web.Response):
+            return body
+        try:
+            login = _positive_int(request.match_info["login"])
+            account = Account(
+                mt5_login=login,
+                customer_id=_text(body, "customer_id"),
+                currency=_currency(body, "currency"),
+                enabled=_bool(body, "enabled"),
+            )
+        except ValueError as exc:
+            return _error(400, "invalid_request", str(exc))
+        await asyncio.to_thread(self._in_tx, lambda conn: store.upsert_account(conn, account))
+        log.info("account_mapped", mt5_login=login, customer_id=account.customer_id, enabled=account.enabled)
+        return web.json_response({"mt5_login": login, "customer_id": account.customer_id,
+                                  "currency": account.currency, "enabled": account.enabled})  # fmt: skip
+
+    async def post_intent(self, request: web.Request) -> web.Response:  # noqa: PLR0911 - one per refusal
+        merchant = self._merchant(request)
+        if merchant is None:
+            return _error(401, "unauthorized", "bearer token required")
+        key = request.headers.get("Idempotency-Key", "")
+        if not _KEY_RE.match(key):
+            return _error(
+                400, "idempotency_key_required", "Idempotency-Key header (8-128 safe chars) required"
+            )
+        body = await self._json(request)
+        if isinstance(body, web.Response):
+            return body
+        unknown = set(body) - {"customer_id", "mt5_login", "amount_minor", "currency"}
+        if unknown:
+            return _error(400, "unknown_fields", f"unknown fields: {sorted(unknown)}")
+        try:
+            req = IntentRequest(
+                merchant_id=merchant,
+                customer_id=_text(body, "customer_id"),
+                mt5_login=_positive_int(body.get("mt5_login")),
+                amount_minor=_positive_int(body.get("amount_minor")),
+                currency=_currency(body, "currency"),
+            )
+        except ValueError as exc:
+            return _error(400, "invalid_request", str(exc))
+        result = await asyncio.to_thread(
+            self._with_conn, lambda conn: create_intent(conn, req, key, self._rates)
+        )
+        match result:
+            case Created(intent=intent, replayed=replayed):
+                log.info("intent_created", deposit_reference=intent.deposit_reference, replayed=replayed)
+                return web.json_response(_intent_json(intent.__dict__), status=200 if replayed else 201)
+            case IntentRefused(code=code, message=message):
+                status = 409 if code == "idempotency_key_reused" else 422
+                return _error(status, code, message)
+            case _:
+                assert_never(result)
+
+    async def get_intent(self, request: web.Request) -> web.Response:
+        merchant = self._merchant(request)
+        if merchant is None:
+            return _error(401, "unauthorized", "bearer token required")
+        ref = request.match_info["ref"]
+        if not _ID_RE.match(ref):
+            return _error(404, "not_found", "no such deposit intent")
+        found = await asyncio.to_thread(self._with_conn, lambda conn: _intent_view(conn, ref, merchant))
+        if found is None:
+            return _error(404, "not_found", "no such deposit intent")
+        return web.json_response(found)
+
+    async def get_credit(self, request: web.Request) -> web.Response:
+        merchant = self._merchant(request)
+        if merchant is None:
+            return _error(401, "unauthorized", "bearer token required")
+        try:
+            credit_id = _positive_int(request.match_info["credit_id"])
+        except ValueError:
+            return _error(404, "not_found", "no such credit")
+        found = await asyncio.to_thread(self._with_conn, lambda conn: _credit_view(conn, credit_id, merchant))
+        if found is None:
+            return _error(404, "not_found", "no such credit")
+        return web.json_response(found)
+
+    def _with_conn(self, work: Callable[[Any], Any]) -> Any:
+        with self._pool.connection() as conn:
+            return work(conn)
+
+    def _in_tx(self, work: Callable[[Any], Any]) -> Any:
+        with self._pool.connection() as conn, conn.transaction():
+            return work(conn)
+
+
+_CREDIT_VIEW = """SELECT c.id, c.kind, c.status, c.mt5_login, c.amount_minor, c.currency,
+    c.payment_amount_minor, c.payment_currency, c.fx_rate::text, c.mt5_deal_ticket, c.attempts,
+    c.debit_reason, c.original_credit_id, c.needs_person, c.last_reason
+  FROM mt5_credits c JOIN deposit_intents i USING (deposit_reference)"""
+_CREDIT_FIELDS = (
+    "credit_id", "kind", "status", "mt5_login", "amount_minor", "currency", "payment_amount_minor",
+    "payment_currency", "fx_rate", "deal_ticket", "attempts", "debit_reason", "original_credit_id",
+    "needs_person", "last_reason",
+)  # fmt: skip
+
+
+def _intent_json(fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: fields[k] for k in ("deposit_reference", "customer_id", "mt5_login", "amount_minor", "currency")
+    }
+
+
+def _intent_view(conn: Any, ref: str, merchant: str) -> dict[str, Any] | None:
+    intent = store.load_intent(conn, ref)
+    if intent is None or intent.merchant_id != merchant:
+        return None
+    rows = conn.execute(f"{_CREDIT_VIEW} WHERE c.deposit_reference = %s ORDER BY c.id", (ref,)).fetchall()
+    view = _intent_json(intent.__dict__)
+    view["credits"] = [dict(zip(_CREDIT_FIELDS, row, strict=True)) for row in rows]
+    return view
+
+
+def _credit_view(conn: Any, credit_id: int, merchant: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"{_CREDIT_VIEW} WHERE c.id = %s AND i.merchant_id = %s", (credit_id, merchant)
+    ).fetchone()
+    return None if row is None else dict(zip(_CREDIT_FIELDS, row, strict=True))
+
+
+def _parse_tokens(spec: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        token, sep, merchant = part.partition("=")
+        if not sep or len(token) < 16 or not merchant:
+            raise ValueError("MT5_CREDIT_API_TOKENS: expected token=merchant_id pairs, tokens >= 16 chars")
+        pairs.append((token, merchant))
+    return pairs
+
+
+def _text(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not _ID_RE.match(value):
+        raise ValueError(f"{name} must be a short identifier")
+    return value
+
+
+def _positive_int(value: object) -> int:
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if type(value) is not int or not 0 < value <= _INT_MAX:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def _currency(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Z]{3}", value):
+        raise ValueError(f"{name} must be an ISO 4217 code like USD")
+    try:
+        currency_exponent(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: unknown currency {value}") from exc
+    return value
+
+
+def _bool(body: dict[str, Any], name: str) -> bool:
+    value = body.get(name)
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false")
+    return value
+
+
+def main() -> None:
+    settings = load_settings_or_exit(HttpSettings)
+    configure_logging("mt5_credit-http")
+    pool = make_pool(settings.database_url.reveal(), size_min=1, size_max=4, name="mt5_credit-http")
+    health = Health()
+    api = Api(settings, pool, health)
+    web.run_app(api.app(), host=settings.host, port=settings.port, print=None)

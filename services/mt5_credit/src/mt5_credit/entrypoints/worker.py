@@ -1,0 +1,120 @@
+"""The worker process: executor and resolver passes in one loop, on one connection and one MT5 session.
+
+Scale out by running more workers (and more consumers): claims (SKIP LOCKED + conditional UPDATE)
+and the rows' unique keys keep each credit single, not process count. A broken database connection
+is reopened after a pause; a row claimed when it broke simply waits for its lease to run out.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Final
+
+import psycopg
+from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.health import Health
+from backbone.kafka.topics import TopicCatalogue
+from backbone.logs import configure_logging, get_logger
+from backbone.outbox.writer import OutboxWriter
+from backbone.postgres import connect, is_infrastructure_error
+from backbone.runtime import health_for, stop_on_signals
+from backbone.settings import load_settings_or_exit
+
+from mt5_credit.adapters import store
+from mt5_credit.adapters.mt5 import GatewayMt5
+from mt5_credit.application import metrics
+from mt5_credit.application.executor import Executor, ExecutorConfig
+from mt5_credit.application.ports import Mt5Port
+from mt5_credit.application.resolver import Resolver
+from mt5_credit.domain.resolve import ResolveTiming
+from mt5_credit.settings import WorkerSettings
+
+log = get_logger("mt5_credit.worker")
+GAUGE_INTERVAL_S: Final = 5.0
+RECONNECT_PAUSE_S: Final = 1.0
+
+
+def executor_config(settings: WorkerSettings) -> ExecutorConfig:
+    return ExecutorConfig(
+        batch_size_max=settings.batch_size_max,
+        lease_ms=settings.lease_ms,
+        call_timeout_ms=settings.mt5_call_timeout_ms,
+        lease_margin_ms=settings.lease_margin_ms,
+    )
+
+
+def resolve_timing(settings: WorkerSettings) -> ResolveTiming:
+    return ResolveTiming(
+        call_timeout_ms=settings.mt5_call_timeout_ms,
+        dead_margin_ms=settings.dead_margin_ms,
+        lookback_ms=settings.lookback_ms,
+        backoff_base_ms=settings.backoff_base_ms,
+        backoff_cap_ms=settings.backoff_cap_ms,
+        no_answer_attempts_max=settings.no_answer_attempts_max,
+    )
+
+
+def outbox_writer() -> OutboxWriter:
+    return OutboxWriter(AvroCodec(SchemaCatalogue.default()), TopicCatalogue.default(), "mt5_credit")
+
+
+class Worker:
+    def __init__(self, settings: WorkerSettings, mt5: Mt5Port, health: Health | None = None) -> None:
+        self._settings = settings
+        self._mt5 = mt5
+        self._config = executor_config(settings)  # checks lease > timeout + margin at start
+        self._timing = resolve_timing(settings)
+        self._outbox = outbox_writer()
+        self._stopping = threading.Event()
+        self._health = health
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                with connect(self._settings.database_url.reveal(), autocommit=True,
+                             application_name="mt5_credit-worker") as conn:  # fmt: skip
+                    self._loop(conn)
+            except psycopg.Error as exc:
+                if not is_infrastructure_error(exc):
+                    raise
+                log.warning("database_unavailable", error=type(exc).__name__)
+                self._stopping.wait(RECONNECT_PAUSE_S)
+
+    def _loop(self, conn: psycopg.Connection) -> None:
+        executor = Executor(conn, self._mt5, self._outbox, self._config)
+        resolver = Resolver(conn, self._mt5, self._outbox, self._timing, self._settings.batch_size_max)
+        next_gauges = 0.0
+        while not self._stopping.is_set():
+            worked = executor.run_once() + resolver.run_once()
+            if self._health is not None:
+                self._health.beat()
+                self._health.set("database", True)
+            if time.monotonic() >= next_gauges:
+                _update_gauges(conn)
+                next_gauges = time.monotonic() + GAUGE_INTERVAL_S
+            if worked == 0:
+                self._stopping.wait(self._settings.poll_interval_ms / 1000)
+
+
+def _update_gauges(conn: psycopg.Connection) -> None:
+    counts = store.count_by_status(conn)
+    for status in ("pending", "claimed", "unknown", "done", "failed"):
+        metrics.CREDITS_BY_STATE.labels(status).set(counts.get(status, 0))
+    metrics.UNKNOWN_OLDEST_AGE.set(store.oldest_unknown_age_s(conn))
+
+
+def main() -> None:
+    settings = load_settings_or_exit(WorkerSettings)
+    configure_logging("mt5_credit-worker")
+    health = health_for(settings.health_port)
+    mt5 = GatewayMt5.from_settings(settings)
+    worker = Worker(settings, mt5, health)
+    stop_on_signals(worker.stop, "worker")
+    try:
+        worker.run()
+    finally:
+        mt5.close()
