@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 import pytest
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.messages import InboundEvent, UnitOfWork
@@ -29,6 +28,7 @@ from mt5_credit.application.intents import Created, IntentRequest, create_intent
 from mt5_credit.application.resolver import Resolver
 from mt5_credit.domain.intake import Account
 from mt5_credit.domain.resolve import ResolveTiming
+from psycopg.rows import dict_row
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 CODEC = AvroCodec(SchemaCatalogue.default())
@@ -68,8 +68,12 @@ class World:
         self.mt5.open_account(login, currency, balance)
 
     def intent(self, customer: str, login: int, amount_minor: int = 50_000, currency: str = "USD") -> str:
-        result = create_intent(self.conn, IntentRequest("m1", customer, login, amount_minor, currency),
-                               f"key-{next(_seq):08d}", RATES)  # fmt: skip
+        result = create_intent(
+            self.conn,
+            IntentRequest("m1", customer, login, amount_minor, currency),
+            f"key-{next(_seq):08d}",
+            RATES,
+        )
         assert isinstance(result, Created), result
         return result.intent.deposit_reference
 
@@ -83,27 +87,55 @@ class World:
     def captured(
         self, ref: str | None, amount_minor: int = 50_000, currency: str = "USD", pi: str = "pi_1"
     ) -> None:
-        self.deliver("PaymentCaptured", f"pay-{pi}", {
-            "merchant_id": "m1", "operation_id": f"op-{pi}", "provider": "simpsp", "provider_payment_id": pi,
-            "amount_minor": amount_minor, "currency": currency, "deposit_reference": ref,
-        })  # fmt: skip
+        self.deliver(
+            "PaymentCaptured",
+            f"pay-{pi}",
+            {
+                "merchant_id": "m1",
+                "operation_id": f"op-{pi}",
+                "provider": "simpsp",
+                "provider_payment_id": pi,
+                "amount_minor": amount_minor,
+                "currency": currency,
+                "deposit_reference": ref,
+            },
+        )
 
     def refunded(
         self, ref: str, amount_minor: int, refund_id: str, currency: str = "USD", pi: str = "pi_1"
     ) -> None:
-        self.deliver("RefundSucceeded", f"pay-{pi}", {
-            "merchant_id": "m1", "refund_id": refund_id, "operation_id": f"op-{refund_id}", "provider": "simpsp",
-            "provider_refund_id": f"re_{refund_id}", "amount_minor": amount_minor, "currency": currency,
-            "deposit_reference": ref,
-        })  # fmt: skip
+        self.deliver(
+            "RefundSucceeded",
+            f"pay-{pi}",
+            {
+                "merchant_id": "m1",
+                "refund_id": refund_id,
+                "operation_id": f"op-{refund_id}",
+                "provider": "simpsp",
+                "provider_refund_id": f"re_{refund_id}",
+                "amount_minor": amount_minor,
+                "currency": currency,
+                "deposit_reference": ref,
+            },
+        )
 
     def charged_back(
         self, ref: str, amount_minor: int, cb_id: str, currency: str = "USD", pi: str = "pi_1"
     ) -> None:
-        self.deliver("ChargebackReceived", f"pay-{pi}", {
-            "merchant_id": "m1", "chargeback_id": cb_id, "provider": "simpsp", "provider_dispute_id": f"dp_{cb_id}",
-            "amount_minor": amount_minor, "currency": currency, "deposit_reference": ref, "reason": "fraudulent",
-        })  # fmt: skip
+        self.deliver(
+            "ChargebackReceived",
+            f"pay-{pi}",
+            {
+                "merchant_id": "m1",
+                "chargeback_id": cb_id,
+                "provider": "simpsp",
+                "provider_dispute_id": f"dp_{cb_id}",
+                "amount_minor": amount_minor,
+                "currency": currency,
+                "deposit_reference": ref,
+                "reason": "fraudulent",
+            },
+        )
 
     def rows(self) -> list[dict[str, Any]]:
         cur = self.conn.cursor(row_factory=dict_row)
@@ -113,8 +145,12 @@ class World:
         return next(r for r in self.rows() if r["id"] == credit_id)
 
     def cases(self) -> list[tuple[str, str, str]]:
-        return [(str(a), str(b), str(c)) for a, b, c in
-                self.conn.execute("SELECT subject, case_kind, reason FROM credit_cases ORDER BY id")]  # fmt: skip
+        return [
+            (str(a), str(b), str(c))
+            for a, b, c in self.conn.execute(
+                "SELECT subject, case_kind, reason FROM credit_cases ORDER BY id"
+            )
+        ]
 
     def events(self, event_type: str | None = None) -> list[dict[str, Any]]:
         out = []

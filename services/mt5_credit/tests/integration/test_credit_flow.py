@@ -68,7 +68,8 @@ def test_timeout_after_apply_is_unknown_and_the_lookup_finds_it(world: World) ->
 
 
 def test_timeout_before_apply_goes_back_to_pending_and_credits_once(world: World) -> None:
-    """Nothing applied, no answer: unknown; complete lookup says absent: pending; next claim credits: 1 deal."""
+    """Nothing applied, no answer: unknown; complete lookup says absent: pending; next claim credits: 1
+    deal."""
     cid = _one_credit(world)
     world.mt5.script.append("silent_before")
     world.executor().run_once()
@@ -101,7 +102,7 @@ def test_mt5_applied_then_our_db_write_failed_is_found_by_the_lookup(world: Worl
     """The call applied but recording failed (the claim is still 'claimed'): lease -> unknown -> found."""
     cid = _one_credit(world)
     with world.conn.transaction():
-        (row,) = store.claim(world.conn, 10, 1)
+        (_row,) = store.claim(world.conn, 10, 1)
     assert (
         world.mt5.balance(5001, 50_000, "USD", f"dep:{cid}", check_margin=True).__class__.__name__
         == "Applied"
@@ -114,7 +115,8 @@ def test_mt5_applied_then_our_db_write_failed_is_found_by_the_lookup(world: Worl
 
 
 def test_late_definite_answer_after_lease_expiry_is_still_recorded(world: World) -> None:
-    """A worker whose lease ran out but who got a ticket records it (proof beats a lookup), under its token."""
+    """A worker whose lease ran out but who got a ticket records it (proof beats a lookup), under its
+    token."""
     cid = _one_credit(world)
     with world.conn.transaction():
         (claimed,) = store.claim(world.conn, 10, 1)
@@ -152,7 +154,8 @@ def test_wrong_login_is_caught_before_any_call(world: World) -> None:
 
 
 def test_conflicting_deal_stays_unknown_with_one_case(world: World) -> None:
-    """A deal with our comment but another amount: unknown, needs a person, one case and one event, however often looked at."""
+    """A deal with our comment but another amount: unknown, needs a person, one case and one event,
+    however often looked at."""
     cid = _one_credit(world)
     world.mt5.balance(5001, 49_999, "USD", f"dep:{cid}", check_margin=True)  # someone else's hand
     world.mt5.script.append("silent_before")
@@ -203,7 +206,8 @@ def test_two_workers_never_claim_the_same_row(world: World) -> None:
 
 
 def test_partial_refund_then_chargeback_are_debits_linked_to_the_credit(world: World) -> None:
-    """Refund 200 then a chargeback of the rest: two debit rows 'dbt:<id>', negative deals, credit untouched."""
+    """Refund 200 then a chargeback of the rest: two debit rows 'dbt:<id>', negative deals, credit
+    untouched."""
     cid = _one_credit(world, 1_000)
     world.executor().run_once()
     ref = world.row(cid)["deposit_reference"]
@@ -225,7 +229,8 @@ def test_partial_refund_then_chargeback_are_debits_linked_to_the_credit(world: W
 
 
 def test_refund_waits_for_the_credit_and_money_gone_is_a_case(world: World) -> None:
-    """A debit is not claimed before its credit is done; if the client already spent it (10019), a person decides."""
+    """A debit is not claimed before its credit is done; if the client already spent it (10019), a person
+    decides."""
     cid = _one_credit(world, 1_000)
     ref = world.row(cid)["deposit_reference"]
     world.refunded(ref, 1_000, "rf1")
@@ -245,7 +250,7 @@ def test_refund_waits_for_the_credit_and_money_gone_is_a_case(world: World) -> N
     world.mt5.balances[5001] = 100  # the client traded it away
     world.refunded(ref2, 500, "rf2", pi="pi_2")
     world.executor().run_once()
-    gone = [r for r in world.rows() if r["source_key"] == "refund:rf2"][0]
+    gone = next(r for r in world.rows() if r["source_key"] == "refund:rf2")
     assert gone["status"] == "failed" and gone["last_retcode"] == "10019 Not enough money"
     assert world.events("Mt5CreditNeedsAttention")[-1]["credit_status"] == "failed"
 
@@ -267,7 +272,8 @@ def test_fx_is_converted_once_and_kept_on_retry(world: World) -> None:
 
 
 def test_bad_facts_open_cases_and_create_no_row(world: World) -> None:
-    """No deposit reference, an unknown one, or a currency with no rate: a case with the reason, no row, no call."""
+    """No deposit reference, an unknown one, or a currency with no rate: a case with the reason, no row,
+    no call."""
     world.account(5001, "cust-1", "USD")
     world.captured(None, pi="pi_a")
     world.captured("dpi_doesnotexist", pi="pi_b")

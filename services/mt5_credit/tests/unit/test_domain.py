@@ -88,7 +88,7 @@ def test_partial_debits_never_exceed_the_credit(whole: int, converted: int, data
     """Proportional parts of a converted credit are >= 1, and the full part is exactly the credit."""
     part = data.draw(st.integers(1, whole))
     got = proportional_minor(part, whole, converted)
-    assert 1 <= got
+    assert got >= 1
     assert proportional_minor(whole, whole, converted) == converted
     assert got <= converted or converted < part  # only rounding up of tiny amounts to 1 can exceed
 
@@ -121,8 +121,17 @@ def test_plan_credit_refuses_bad_facts(
 
 
 def _original(**kw: object) -> OriginalCredit:
-    base = dict(credit_id=9, status=CreditStatus.DONE, mt5_login=5001, customer_id="cust-1", amount_minor=10_835,
-                currency="USD", payment_amount_minor=10_000, payment_currency="EUR", debited_minor=0)  # fmt: skip
+    base = dict(
+        credit_id=9,
+        status=CreditStatus.DONE,
+        mt5_login=5001,
+        customer_id="cust-1",
+        amount_minor=10_835,
+        currency="USD",
+        payment_amount_minor=10_000,
+        payment_currency="EUR",
+        debited_minor=0,
+    )
     base.update(kw)
     return OriginalCredit(**base)  # type: ignore[arg-type]
 
@@ -165,7 +174,8 @@ def test_precheck_rechecks_owner_enabled_and_currency() -> None:
 
 
 def test_lookup_verdicts_follow_the_seed() -> None:
-    """found -> done; absent -> pending; conflict -> unknown + person; no answer -> unknown + alert, then person."""
+    """found -> done; absent -> pending; conflict -> unknown + person; no answer -> unknown + alert, then
+    person."""
     assert after_lookup(LookupKind.FOUND, 0, TIMING).target == "done"
     assert after_lookup(LookupKind.ABSENT, 0, TIMING).target == "pending"
     conflict = after_lookup(LookupKind.CONFLICT, 0, TIMING)

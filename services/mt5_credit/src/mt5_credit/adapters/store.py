@@ -179,9 +179,16 @@ def load_original(conn: psycopg.Connection, deposit_reference: str) -> OriginalC
     if row is None:
         return None
     return OriginalCredit(
-        int(row[0]), CreditStatus(row[1]), int(row[2]), str(row[3]), int(row[4]), str(row[5]),
-        int(row[6]), str(row[7]), int(row[8]),
-    )  # fmt: skip
+        int(row[0]),
+        CreditStatus(row[1]),
+        int(row[2]),
+        str(row[3]),
+        int(row[4]),
+        str(row[5]),
+        int(row[6]),
+        str(row[7]),
+        int(row[8]),
+    )
 
 
 def insert_row(

@@ -84,9 +84,12 @@ class Executor:
         check_margin = CHECK_MARGIN_CREDIT if row.kind is CreditKind.CREDIT else CHECK_MARGIN_DEBIT
         started = time.monotonic()
         outcome = self._mt5.balance(
-            row.mt5_login, signed_amount_minor(row.kind, row.amount_minor), row.currency, comment,
+            row.mt5_login,
+            signed_amount_minor(row.kind, row.amount_minor),
+            row.currency,
+            comment,
             check_margin=check_margin,
-        )  # fmt: skip
+        )
         failpoints.hit("mt5_credit.after_mt5_call")
         label = type(outcome).__name__.lower()
         metrics.BALANCE_SECONDS.labels(label).observe(time.monotonic() - started)
@@ -108,8 +111,14 @@ class Executor:
         """Inside the caller's transaction: failed, a case, and the event a person will see."""
         if not store.finish(self._conn, row, CreditStatus.FAILED, reason, retcode=retcode):
             return
-        store.open_case(self._conn, f"credit:{row.id}", case_kind, reason, credit_id=row.id,
-                        deposit_reference=row.deposit_reference)  # fmt: skip
+        store.open_case(
+            self._conn,
+            f"credit:{row.id}",
+            case_kind,
+            reason,
+            credit_id=row.id,
+            deposit_reference=row.deposit_reference,
+        )
         if row.kind is CreditKind.CREDIT:
             events.publish(self._conn, self._outbox, row, events.failed(row, retcode, reason))
         else:  # a failed debit (e.g. the money is no longer on the account): a person decides

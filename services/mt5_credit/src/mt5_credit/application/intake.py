@@ -57,8 +57,14 @@ class Intake:
             quote = self._rates.quote(fact.currency, account.currency, time.time_ns() // 1_000_000)
         if intent is not None and intent.merchant_id != body["merchant_id"]:
             intent = None  # another merchant's intent: treat as no valid reference
-        self._apply(uow, plan_credit(fact, intent, account, quote), payment_id, fact.provider,
-                    fact.provider_payment_id, None)  # fmt: skip
+        self._apply(
+            uow,
+            plan_credit(fact, intent, account, quote),
+            payment_id,
+            fact.provider,
+            fact.provider_payment_id,
+            None,
+        )
 
     def _taken_back(
         self, uow: UnitOfWork, payment_id: str, reason: DebitReason, source_id: str, body: dict[str, Any]
@@ -96,11 +102,20 @@ class Intake:
                     provider_payment_id=provider_payment_id,
                     source_reference=source_reference,
                 )
-                log.info("row_created" if credit_id else "row_exists", source_key=plan.source_key,
-                         credit_id=credit_id, kind=plan.kind.value)  # fmt: skip
+                log.info(
+                    "row_created" if credit_id else "row_exists",
+                    source_key=plan.source_key,
+                    credit_id=credit_id,
+                    kind=plan.kind.value,
+                )
             case Refuse():
-                opened = store.open_case(uow.conn, plan.source_key, "refused", plan.reason,
-                                         deposit_reference=plan.deposit_reference)  # fmt: skip
+                opened = store.open_case(
+                    uow.conn,
+                    plan.source_key,
+                    "refused",
+                    plan.reason,
+                    deposit_reference=plan.deposit_reference,
+                )
                 log.warning(
                     "fact_refused", source_key=plan.source_key, reason=plan.reason, case_opened=opened
                 )

@@ -67,9 +67,13 @@ class Resolver:
             min(first_claim_ms, db_now_ms), db_now_ms, server_now_ms, self._timing
         )
         return self._mt5.find_balance_deal(
-            row.mt5_login, mt5_comment(row.kind, row.id), signed_amount_minor(row.kind, row.amount_minor),
-            row.currency, from_ms, to_ms,
-        )  # fmt: skip
+            row.mt5_login,
+            mt5_comment(row.kind, row.id),
+            signed_amount_minor(row.kind, row.amount_minor),
+            row.currency,
+            from_ms,
+            to_ms,
+        )
 
     def _resolve(self, row: CreditRow, lookup: DealLookup) -> None:
         match lookup:
@@ -104,10 +108,20 @@ class Resolver:
             if ticket is not None:
                 events.publish(self._conn, self._outbox, row, events.done_event(row, ticket))
             if verdict.needs_person and store.open_case(
-                self._conn, f"credit:{row.id}", kind.value, reason, credit_id=row.id,
+                self._conn,
+                f"credit:{row.id}",
+                kind.value,
+                reason,
+                credit_id=row.id,
                 deposit_reference=row.deposit_reference,
-            ):  # fmt: skip
+            ):
                 events.publish(self._conn, self._outbox, row, events.needs_attention(row, "unknown", reason))
         log_fn = log.error if verdict.alert or verdict.needs_person else log.info
-        log_fn("unknown_looked_up", credit_id=row.id, outcome=kind.value, target=target.value, reason=reason,
-               kind=row.kind.value if row.kind is CreditKind.DEBIT else "credit")  # fmt: skip
+        log_fn(
+            "unknown_looked_up",
+            credit_id=row.id,
+            outcome=kind.value,
+            target=target.value,
+            reason=reason,
+            kind=row.kind.value if row.kind is CreditKind.DEBIT else "credit",
+        )

@@ -124,8 +124,14 @@ class Api:
             return _error(400, "invalid_request", str(exc))
         await asyncio.to_thread(self._in_tx, lambda conn: store.upsert_account(conn, account))
         log.info("account_mapped", mt5_login=login, customer_id=account.customer_id, enabled=account.enabled)
-        return web.json_response({"mt5_login": login, "customer_id": account.customer_id,
-                                  "currency": account.currency, "enabled": account.enabled})  # fmt: skip
+        return web.json_response(
+            {
+                "mt5_login": login,
+                "customer_id": account.customer_id,
+                "currency": account.currency,
+                "enabled": account.enabled,
+            }
+        )
 
     async def post_intent(self, request: web.Request) -> web.Response:  # noqa: PLR0911 - one per refusal
         merchant = self._merchant(request)
@@ -204,10 +210,22 @@ _CREDIT_VIEW = """SELECT c.id, c.kind, c.status, c.mt5_login, c.amount_minor, c.
     c.debit_reason, c.original_credit_id, c.needs_person, c.last_reason
   FROM mt5_credits c JOIN deposit_intents i USING (deposit_reference)"""
 _CREDIT_FIELDS = (
-    "credit_id", "kind", "status", "mt5_login", "amount_minor", "currency", "payment_amount_minor",
-    "payment_currency", "fx_rate", "deal_ticket", "attempts", "debit_reason", "original_credit_id",
-    "needs_person", "last_reason",
-)  # fmt: skip
+    "credit_id",
+    "kind",
+    "status",
+    "mt5_login",
+    "amount_minor",
+    "currency",
+    "payment_amount_minor",
+    "payment_currency",
+    "fx_rate",
+    "deal_ticket",
+    "attempts",
+    "debit_reason",
+    "original_credit_id",
+    "needs_person",
+    "last_reason",
+)
 
 
 def _intent_json(fields: dict[str, Any]) -> dict[str, Any]:

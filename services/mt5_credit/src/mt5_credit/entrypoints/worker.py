@@ -75,8 +75,11 @@ class Worker:
     def run(self) -> None:
         while not self._stopping.is_set():
             try:
-                with connect(self._settings.database_url.reveal(), autocommit=True,
-                             application_name="mt5_credit-worker") as conn:  # fmt: skip
+                with connect(
+                    self._settings.database_url.reveal(),
+                    autocommit=True,
+                    application_name="mt5_credit-worker",
+                ) as conn:
                     self._loop(conn)
             except psycopg.Error as exc:
                 if not is_infrastructure_error(exc):
