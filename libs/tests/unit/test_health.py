@@ -68,7 +68,7 @@ Get = Callable[[str], tuple[int, bytes, str]]
 
 def _get(base_url: str, path: str) -> tuple[int, bytes, str]:
     try:
-        with urllib.request.urlopen(base_url + path, timeout=5) as response:  # noqa: S310 - local test server
+        with urllib.request.urlopen(base_url + path, timeout=5) as response:
             return response.status, response.read(), response.headers["Content-Type"]
     except urllib.error.HTTPError as error:
         with error:

@@ -187,3 +187,18 @@ def test_every_schema_is_publishable_on_exactly_one_topic() -> None:
     schema_types = SchemaCatalogue.default().event_types()
     assert schema_types
     assert {event_type: homes[event_type] for event_type in schema_types if homes[event_type] != 1} == {}
+
+
+def test_topic_prefix_namespaces_every_topic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With KAFKA_TOPIC_PREFIX the catalogue and topic_name() agree on prefixed names, DLQs included."""
+    from backbone.kafka.topics import topic_name  # noqa: PLC0415 - reads the env at call time
+
+    monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "tabc.")
+    catalogue = TopicCatalogue.default()
+    assert topic_name("payments.events") == "tabc.payments.events"
+    assert catalogue.dead_letter_topic("tabc.payments.events") == "tabc.payments.events.dlq"
+    catalogue.check_event("tabc.payments.events", "PaymentCaptured")
+    assert all(name.startswith("tabc.") for name in catalogue.names())
+    monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "Bad Prefix")
+    with pytest.raises(ValueError, match="KAFKA_TOPIC_PREFIX"):
+        topic_name("payments.events")

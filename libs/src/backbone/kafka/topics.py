@@ -5,6 +5,11 @@ the event types a topic may carry; every topic has a dead-letter twin ``<name>.d
 creates missing topics and aligns retention/cleanup on existing ones. It refuses to change a
 partition count: adding partitions moves payment_ids to other partitions and breaks per-key order.
 
+Namespaces: with ``KAFKA_TOPIC_PREFIX`` set (e.g. ``t3f9a.``), ``default()`` names every topic
+``<prefix><name>`` and services address topics through ``topic_name(logical)``, so one broker can
+carry isolated copies of the whole topology (test runs, side-by-side environments) without any
+code knowing. Unset, names are exactly the catalogue's.
+
 Run as ``python -m backbone.kafka.topics [--bootstrap HOST:PORT] [--check]``.
 """
 
@@ -12,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,6 +34,8 @@ from backbone.logs import get_logger
 from backbone.paths import schemas_dir
 
 DLQ_SUFFIX: Final = ".dlq"
+TOPIC_PREFIX_ENV: Final = "KAFKA_TOPIC_PREFIX"
+_PREFIX_RE: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,40}")
 _ADMIN_TIMEOUT_S: Final = 30.0
 log = get_logger(__name__)
 
@@ -66,12 +74,16 @@ class TopicCatalogue:
 
     @classmethod
     def default(cls) -> TopicCatalogue:
-        """The repository's catalogue (``$SCHEMAS_DIR/topics.toml``)."""
+        """The repository's catalogue (``$SCHEMAS_DIR/topics.toml``), in the ``KAFKA_TOPIC_PREFIX`` space."""
         rf = os.environ.get("KAFKA_REPLICATION_FACTOR")
-        return cls.from_toml(
+        catalogue = cls.from_toml(
             schemas_dir() / "topics.toml",
             replication_factor=int(rf) if rf else None,
         )
+        prefix = topic_prefix()
+        if not prefix:
+            return catalogue
+        return cls(replace(spec, name=prefix + spec.name) for spec in catalogue)
 
     def get(self, name: str) -> TopicSpec:
         spec = self._specs.get(name)
@@ -95,6 +107,19 @@ class TopicCatalogue:
 
     def names(self) -> list[str]:
         return sorted(self._specs)
+
+
+def topic_prefix() -> str:
+    """The namespace from ``KAFKA_TOPIC_PREFIX`` ("" when unset); refuses a malformed one."""
+    prefix = os.environ.get(TOPIC_PREFIX_ENV, "")
+    if prefix and not _PREFIX_RE.fullmatch(prefix):
+        raise ValueError(f"{TOPIC_PREFIX_ENV}={prefix!r}: lowercase letters, digits, '.', '_', '-' only")
+    return prefix
+
+
+def topic_name(logical: str) -> str:
+    """The real name of catalogue topic ``logical`` in this process's namespace."""
+    return topic_prefix() + logical
 
 
 def _specs_from_document(data: Mapping[str, Any], replication_factor: int | None) -> list[TopicSpec]:

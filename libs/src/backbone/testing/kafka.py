@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import replace
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -71,3 +74,22 @@ def read_topic(
         return records
     finally:
         consumer.close()
+
+
+@contextlib.contextmanager
+def topic_namespace(bootstrap: str, partitions: int = 3) -> Iterator[str]:
+    """The whole catalogue under a fresh ``KAFKA_TOPIC_PREFIX`` (fewer partitions: tests are small).
+
+    Yields the prefix; processes started with ``KAFKA_TOPIC_PREFIX=<prefix>`` see only these topics.
+    The topics are deleted afterwards.
+    """
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    base = TopicCatalogue.default() if not os.environ.get("KAFKA_TOPIC_PREFIX") else None
+    if base is None:
+        raise RuntimeError("topic_namespace() must run without KAFKA_TOPIC_PREFIX in its own environment")
+    specs = [replace(spec, name=prefix + spec.name, partitions=partitions) for spec in base]
+    create_topics(bootstrap, TopicCatalogue(specs))
+    try:
+        yield prefix
+    finally:
+        delete_topics(bootstrap, [s.name for s in specs if not s.is_dead_letter])

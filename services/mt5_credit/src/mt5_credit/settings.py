@@ -14,26 +14,24 @@ from backbone.settings import Secret, setting
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """The executor + resolver process (``python -m mt5_credit worker``)."""
+    """The executor + resolver process (``python -m mt5_credit worker``).
+
+    The MT5 connection itself is configured by backbone's ``Mt5GatewaySettings`` (``MT5_WEBAPI_URL``,
+    ``MT5_MANAGER_LOGIN``, ``MT5_MANAGER_PASSWORD``, ``MT5_*_TIMEOUT_MS``); the call budget derived
+    from those timeouts is what the lease and the resolver's wait are checked against.
+    """
 
     database_url: Secret = setting("DATABASE_URL", secret=True, doc="mt5_credit's database")
-    mt5_manager_password: Secret = setting("MT5_MANAGER_PASSWORD", secret=True, doc="manager password")
-    mt5_url: str = setting("MT5_URL", "http://127.0.0.1:17001", doc="MT5 Web API base URL")
-    mt5_manager_login: int = setting("MT5_MANAGER_LOGIN", 1000, doc="manager account for the Web API")
-    mt5_call_timeout_ms: int = setting("MT5_CALL_TIMEOUT_MS", 10_000, doc="read timeout of one MT5 call")
-    lease_ms: int = setting("CREDIT_LEASE_MS", 120_000, doc="claim lease; > call timeout + margin")
-    lease_margin_ms: int = setting("CREDIT_LEASE_MARGIN_MS", 30_000, doc="lease beyond the call timeout")
+    lease_ms: int = setting("CREDIT_LEASE_MS", 120_000, doc="claim lease; >= MT5 call budget + margin")
+    lease_margin_ms: int = setting("CREDIT_LEASE_MARGIN_MS", 30_000, doc="lease beyond the MT5 call budget")
     batch_size_max: int = setting("CREDIT_BATCH_SIZE_MAX", 50, doc="rows claimed per pass")
     poll_interval_ms: int = setting("CREDIT_POLL_INTERVAL_MS", 200, doc="idle wait between passes")
-    dead_margin_ms: int = setting("RESOLVE_DEAD_MARGIN_MS", 15_000, doc="wait beyond the call timeout")
+    dead_margin_ms: int = setting("RESOLVE_DEAD_MARGIN_MS", 15_000, doc="wait beyond the MT5 call budget")
     lookback_ms: int = setting("RESOLVE_LOOKBACK_MS", 15 * 60_000, doc="lookup window before the claim")
     backoff_base_ms: int = setting("RESOLVE_BACKOFF_BASE_MS", 5_000, doc="first wait after a silent lookup")
     backoff_cap_ms: int = setting("RESOLVE_BACKOFF_CAP_MS", 300_000, doc="longest wait between lookups")
     no_answer_attempts_max: int = setting("RESOLVE_NO_ANSWER_MAX", 5, doc="silent lookups before a case")
     health_port: int = setting("HEALTH_PORT", 0, doc="0 disables /healthz, /readyz, /metrics")
-    kafka_bootstrap_servers: str = setting(
-        "KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092", doc="unused by worker"
-    )
 
 
 @dataclass(frozen=True)

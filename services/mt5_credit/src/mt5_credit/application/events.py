@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 import psycopg
+from backbone.kafka.topics import topic_name
 from backbone.outbox.writer import OutboxWriter
 
 from mt5_credit.adapters.store import CreditRow
 from mt5_credit.domain.model import CreditKind
 
-TOPIC: Final = "mt5.credit-events"
+TOPIC: Final = "mt5.credit-events"  # logical name; topic_name() adds the namespace
 
 
 def _fx_rate(row: CreditRow) -> str | None:
@@ -83,4 +84,6 @@ def publish(
     conn: psycopg.Connection, outbox: OutboxWriter, row: CreditRow, event: tuple[str, dict[str, Any]]
 ) -> None:
     event_type, body = event
-    outbox.add(conn, TOPIC, event_type, row.payment_id, body, correlation_id=row.deposit_reference)
+    outbox.add(
+        conn, topic_name(TOPIC), event_type, row.payment_id, body, correlation_id=row.deposit_reference
+    )

@@ -12,7 +12,7 @@ from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler, per_event
 from backbone.consumer.settings import ConsumerSettings
-from backbone.kafka.topics import TopicCatalogue
+from backbone.kafka.topics import TopicCatalogue, topic_name
 from backbone.outbox.writer import OutboxWriter
 
 from mt5_credit.adapters.rates import FixedRates
@@ -28,5 +28,5 @@ def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCat
 
 def main() -> None:
     os.environ.setdefault("CONSUMER_NAME", "mt5_credit")
-    os.environ.setdefault("CONSUMER_TOPICS", "payments.events")
+    os.environ.setdefault("CONSUMER_TOPICS", topic_name("payments.events"))
     run_consumer_from_env(build)

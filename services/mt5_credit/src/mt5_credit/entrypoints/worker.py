@@ -7,6 +7,7 @@ is reopened after a pause; a row claimed when it broke simply waits for its leas
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Final
@@ -14,15 +15,17 @@ from typing import Final
 import psycopg
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.health import Health
+from backbone.invariants import InvariantViolation
 from backbone.kafka.topics import TopicCatalogue
 from backbone.logs import configure_logging, get_logger
+from backbone.mt5 import Mt5GatewaySettings
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import load_settings_or_exit
 
 from mt5_credit.adapters import store
-from mt5_credit.adapters.mt5 import GatewayMt5
+from mt5_credit.adapters.mt5 import GatewayMt5, call_budget_ms
 from mt5_credit.application import metrics
 from mt5_credit.application.executor import Executor, ExecutorConfig
 from mt5_credit.application.ports import Mt5Port
@@ -35,18 +38,18 @@ GAUGE_INTERVAL_S: Final = 5.0
 RECONNECT_PAUSE_S: Final = 1.0
 
 
-def executor_config(settings: WorkerSettings) -> ExecutorConfig:
+def executor_config(settings: WorkerSettings, call_budget_ms: int) -> ExecutorConfig:
     return ExecutorConfig(
         batch_size_max=settings.batch_size_max,
         lease_ms=settings.lease_ms,
-        call_timeout_ms=settings.mt5_call_timeout_ms,
+        call_timeout_ms=call_budget_ms,
         lease_margin_ms=settings.lease_margin_ms,
     )
 
 
-def resolve_timing(settings: WorkerSettings) -> ResolveTiming:
+def resolve_timing(settings: WorkerSettings, call_budget_ms: int) -> ResolveTiming:
     return ResolveTiming(
-        call_timeout_ms=settings.mt5_call_timeout_ms,
+        call_timeout_ms=call_budget_ms,
         dead_margin_ms=settings.dead_margin_ms,
         lookback_ms=settings.lookback_ms,
         backoff_base_ms=settings.backoff_base_ms,
@@ -60,11 +63,13 @@ def outbox_writer() -> OutboxWriter:
 
 
 class Worker:
-    def __init__(self, settings: WorkerSettings, mt5: Mt5Port, health: Health | None = None) -> None:
+    def __init__(
+        self, settings: WorkerSettings, mt5: Mt5Port, call_budget_ms: int, health: Health | None = None
+    ) -> None:
         self._settings = settings
         self._mt5 = mt5
-        self._config = executor_config(settings)  # checks lease > timeout + margin at start
-        self._timing = resolve_timing(settings)
+        self._config = executor_config(settings, call_budget_ms)  # lease >= budget + margin, or no start
+        self._timing = resolve_timing(settings, call_budget_ms)
         self._outbox = outbox_writer()
         self._stopping = threading.Event()
         self._health = health
@@ -114,8 +119,15 @@ def main() -> None:
     settings = load_settings_or_exit(WorkerSettings)
     configure_logging("mt5_credit-worker")
     health = health_for(settings.health_port)
-    mt5 = GatewayMt5.from_settings(settings)
-    worker = Worker(settings, mt5, health)
+    gateway_settings = load_settings_or_exit(Mt5GatewaySettings)
+    budget_ms = call_budget_ms(gateway_settings)
+    try:
+        executor_config(settings, budget_ms)
+    except InvariantViolation as exc:
+        print(f"mt5_credit worker: refusing to start: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    mt5 = GatewayMt5.from_settings(gateway_settings)
+    worker = Worker(settings, mt5, budget_ms, health)
     stop_on_signals(worker.stop, "worker")
     try:
         worker.run()
