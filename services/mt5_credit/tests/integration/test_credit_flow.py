@@ -299,3 +299,36 @@ def test_the_database_refuses_a_done_row_without_ticket(world: World) -> None:
         raise AssertionError("a done row without a ticket was accepted")
     except psycopg.errors.CheckViolation:
         pass
+
+
+def test_a_row_whose_lease_ran_out_while_waiting_in_its_batch_is_never_sent(world: World) -> None:
+    """Regression (found by the benchmark): worker A claims a batch, but its calls are slow; a row
+    still waiting in A's batch expires, is looked up (absent: nothing was sent), and worker B credits
+    it. When A reaches that row it must not call MT5: arming the claim fails, so one deal, not two."""
+    world.account(5001, "cust-1")
+    for n in range(2):
+        world.captured(world.intent("cust-1", 5001, 100 + n), 100 + n, pi=f"pi_{n}")
+    with world.conn.transaction():
+        stale = store.claim(world.conn, 10, 1)  # worker A's batch, lease 1 ms
+    world.conn.execute("SELECT pg_sleep(0.01)")
+    world.executor().run_once()  # worker B: leases expired -> unknown
+    world.resolver().run_once()  # absent -> pending
+    world.executor().run_once()  # worker B credits both
+    assert all(r["status"] == "done" for r in world.rows())
+    for row in stale:  # worker A wakes up with its old batch
+        world.executor().execute_claimed(row)
+    assert world.mt5.calls == 2
+    assert all(len(world.mt5.deals_with(f"dep:{r['id']}")) == 1 for r in world.rows())
+
+
+def test_the_lease_and_the_dead_wait_count_from_the_call_not_the_claim(world: World) -> None:
+    """Arming a claimed row right before its call restarts its lease and moves claimed_at to now."""
+    cid = _one_credit(world)
+    with world.conn.transaction():
+        (row,) = store.claim(world.conn, 10, 60_000)
+    world.conn.execute("SELECT pg_sleep(0.05)")
+    with world.conn.transaction():
+        armed = store.arm(world.conn, row, 60_000)
+    assert armed is not None and armed.claimed_at_ms is not None and row.claimed_at_ms is not None
+    assert armed.claimed_at_ms >= row.claimed_at_ms + 40
+    assert world.row(cid)["status"] == "claimed"

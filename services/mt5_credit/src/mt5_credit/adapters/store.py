@@ -313,6 +313,26 @@ def claim(conn: psycopg.Connection, limit: int, lease_ms: int) -> list[CreditRow
     return rows
 
 
+def arm(conn: psycopg.Connection, row: CreditRow, lease_ms: int) -> CreditRow | None:
+    """Right before the MT5 call: confirm the claim is still ours and restart its lease from now.
+
+    A batch is claimed at once but called one row at a time, so a row's call may start long after
+    its claim. The lease and the resolver's "surely dead" wait must count from the call, not from
+    the claim: otherwise a row still waiting in a slow batch could expire, be looked up (absent:
+    nothing sent yet), be claimed and credited elsewhere, and then be sent here too. ``None``: the
+    claim was lost (lease expired, row moved on): do not call.
+    """
+    rows = _rows(
+        conn,
+        f"""UPDATE mt5_credits c SET claimed_at = now(), updated_at = now(),
+              lease_expires_at = now() + make_interval(secs => %s / 1000.0)
+            WHERE c.id = %s AND c.claim_token = %s AND c.status = 'claimed' AND c.lease_expires_at > now()
+            RETURNING {_COLUMNS}""",
+        (lease_ms, row.id, row.claim_token),
+    )
+    return rows[0] if rows else None
+
+
 def finish(
     conn: psycopg.Connection,
     row: CreditRow,

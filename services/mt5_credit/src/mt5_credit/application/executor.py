@@ -67,11 +67,16 @@ class Executor:
         with self._conn.transaction():
             claimed = store.claim(self._conn, self._config.batch_size_max, self._config.lease_ms)
         for row in claimed:
-            self._execute(row)
+            self.execute_claimed(row)
         return len(claimed)
 
-    def _execute(self, row: CreditRow) -> None:
+    def execute_claimed(self, claimed: CreditRow) -> None:
+        """Re-check, arm the claim (lease restarts now), call MT5 once, record what it said."""
         with self._conn.transaction():
+            row = store.arm(self._conn, claimed, self._config.lease_ms)
+            if row is None:
+                log.warning("claim_lost_before_call", credit_id=claimed.id)
+                return  # the lease ran out while the row waited in the batch: never call
             problem = precheck(
                 row.mt5_login, row.customer_id, row.currency, store.load_account(self._conn, row.mt5_login)
             )
