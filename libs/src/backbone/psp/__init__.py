@@ -1,0 +1,84 @@
+"""``backbone.psp``: the client of the card PSP (simpsp, Stripe-like) and the webhook signature check.
+
+Used by payment-state (writes, status queries), the webhook gateway (``verify_signature`` over raw
+bytes, before anything is parsed) and the reconciler (lookups by our reference)::
+
+    from backbone.psp import PspClient, Applied, Declined, Rejected, Unknown
+
+    match client.capture_intent(operation_id, intent_id):
+        case Applied(value=intent): ...      # intent.status == "succeeded"
+        case Declined() | Rejected(): ...    # definite: see results.py
+        case Unknown(reason=why): ...        # may have been applied: resolve, never fail
+        case _ as never: assert_never(never)
+
+Contracts: ``results`` (what each HTTP answer maps to), ``signature`` (the header), ``model`` (the
+typed objects and event types). The simulator's README documents the wire format.
+"""
+
+from backbone.psp.client import PspClient, PspClientSettings
+from backbone.psp.events import Malformed, parse_event
+from backbone.psp.model import (
+    EVENT_TYPES,
+    Dispute,
+    EventType,
+    IntentStatus,
+    PaymentError,
+    PaymentIntent,
+    PspParseError,
+    Refund,
+    RefundStatus,
+    WebhookEvent,
+    parse_event_document,
+    parse_intent,
+    parse_refund,
+)
+from backbone.psp.results import (
+    Ambiguous,
+    Applied,
+    Declined,
+    Found,
+    IntentLookup,
+    IntentWrite,
+    NotFound,
+    RefundLookup,
+    RefundWrite,
+    Rejected,
+    Unknown,
+)
+from backbone.psp.signature import HEADER, SignatureCheck, SignatureRejected, Verified, verify_signature
+
+__all__ = [
+    "EVENT_TYPES",
+    "HEADER",
+    "Ambiguous",
+    "Applied",
+    "Declined",
+    "Dispute",
+    "EventType",
+    "Found",
+    "IntentLookup",
+    "IntentStatus",
+    "IntentWrite",
+    "Malformed",
+    "NotFound",
+    "PaymentError",
+    "PaymentIntent",
+    "PspClient",
+    "PspClientSettings",
+    "PspParseError",
+    "Refund",
+    "RefundLookup",
+    "RefundStatus",
+    "RefundWrite",
+    "Rejected",
+    "SignatureCheck",
+    "SignatureRejected",
+    "Unknown",
+    "Verified",
+    "WebhookEvent",
+    "parse_event",
+    "parse_event_document",
+    "parse_intent",
+    "parse_refund",
+    "verify_signature",
+]

@@ -1,0 +1,293 @@
+"""The PSP API's use cases: every write is one transaction holding its effect, its idempotency record
+and its webhook rows, so nothing is ever half-applied.
+
+A write, in order, inside one transaction:
+1. lock the intent it acts on (``SELECT ... FOR UPDATE``; 404 if missing: not recorded);
+2. take the call fault that matches, if any: ``fail_without_apply``/``hang_without_apply`` end here
+   with nothing written (not even the idempotency key, so a retry executes);
+3. decide (pure) the complete answer and effect;
+4. claim the idempotency key with that answer: if the key exists and has not expired, the stored
+   answer is replayed when the request digest matches, else 409 ``idempotency_key_reused``, and
+   nothing else is written;
+5. write the effect: intent/refund/dispute rows, balance transactions, webhook events and their
+   delivery rows (shaped by webhook faults).
+After the commit the entrypoint applies what the call fault asks (lose the answer, hang, deliver the
+webhooks first). Answers of 400 validation errors, 401, 404 and 409 are not recorded (as Stripe);
+state refusals (400 ``payment_intent_unexpected_state``, ``amount_too_large``) and declines (402) are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from backbone.ids import new_id
+from backbone.invariants import unreachable
+from psycopg_pool import AsyncConnectionPool
+
+from psp_sim.adapters import queue, store
+from psp_sim.adapters.queue import NewEvent
+from psp_sim.adapters.store import Conn
+from psp_sim.application.config import ConfigHolder
+from psp_sim.application.effects import Effect, business_date, intent_effect, refund_effect
+from psp_sim.application.faults import CALL_KINDS, FaultBook, FaultRule
+from psp_sim.domain import intents as domain
+from psp_sim.domain.fees import FeeSchedule
+from psp_sim.domain.intents import Intent
+from psp_sim.domain.requests import (
+    CancelIntent,
+    CaptureIntent,
+    CompleteAction,
+    ConfirmIntent,
+    CreateIntent,
+    CreateRefund,
+)
+from psp_sim.domain.wire import dumps, error_json, event_body, intent_json, list_json, refund_json
+
+_NO_EFFECT_KINDS = frozenset({"fail_without_apply", "hang_without_apply"})
+PENDING = frozenset({"refund_pending"})
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """An answer plus the call fault that hit it (the entrypoint acts on it after the commit)."""
+
+    response: Response
+    fault: FaultRule | None = None
+    sync_deliveries: tuple[int, ...] = ()
+
+
+def not_found(kind: str, object_id: str) -> Response:
+    body = error_json("invalid_request_error", "resource_missing", f"No such {kind}: '{object_id}'")
+    return Response(404, dumps(body))
+
+
+Decide = Callable[[Intent | None, int], Effect]
+
+
+class PspService:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Conn],
+        *,
+        config: ConfigHolder,
+        faults: FaultBook,
+        fees: FeeSchedule,
+        wake: Callable[[], None],
+        sync_lease_ms: int,
+        clock_ms: Callable[[], int] = now_ms,
+    ) -> None:
+        self._pool, self._config, self._faults, self._fees = pool, config, faults, fees
+        self._wake, self._sync_lease_ms, self._clock_ms = wake, sync_lease_ms, clock_ms
+
+    # -- writes ---------------------------------------------------------------------------------------
+
+    async def create_intent(self, key: str, digest: bytes, cmd: CreateIntent) -> Outcome:
+        def decide(_: Intent | None, now_s: int) -> Effect:
+            intent = domain.new_intent(
+                new_id("pi"),
+                amount_minor=cmd.amount_minor,
+                currency=cmd.currency,
+                capture_method=cmd.capture_method,
+                payment_method=cmd.payment_method,
+                reference=cmd.reference,
+                metadata=cmd.metadata,
+                now_s=now_s,
+            )
+            if not cmd.confirm:
+                return Effect(200, intent_json(intent), intent=intent)
+            return self._intent_effect(
+                intent, domain.confirm(intent, None, charge_id=new_id("ch"), now_s=now_s), now_s
+            )
+
+        refs = (cmd.reference,) if cmd.reference else ()
+        return await self._write("create", key, digest, None, refs, decide)
+
+    async def confirm_intent(self, key: str, digest: bytes, intent_id: str, cmd: ConfirmIntent) -> Outcome:
+        def decide(intent: Intent | None, now_s: int) -> Effect:
+            intent = _loaded(intent)
+            decision = domain.confirm(intent, cmd.payment_method, charge_id=new_id("ch"), now_s=now_s)
+            return self._intent_effect(intent, decision, now_s)
+
+        return await self._write("confirm", key, digest, intent_id, (), decide)
+
+    async def complete_action(self, key: str, digest: bytes, intent_id: str, cmd: CompleteAction) -> Outcome:
+        def decide(intent: Intent | None, now_s: int) -> Effect:
+            intent = _loaded(intent)
+            decision = domain.complete_action(intent, cmd.outcome, charge_id=new_id("ch"), now_s=now_s)
+            return self._intent_effect(intent, decision, now_s)
+
+        return await self._write("complete_action", key, digest, intent_id, (), decide)
+
+    async def capture_intent(self, key: str, digest: bytes, intent_id: str, cmd: CaptureIntent) -> Outcome:
+        def decide(intent: Intent | None, now_s: int) -> Effect:
+            intent = _loaded(intent)
+            return self._intent_effect(intent, domain.capture(intent, cmd.amount_minor, now_s=now_s), now_s)
+
+        return await self._write("capture", key, digest, intent_id, (), decide)
+
+    async def cancel_intent(self, key: str, digest: bytes, intent_id: str, cmd: CancelIntent) -> Outcome:
+        def decide(intent: Intent | None, now_s: int) -> Effect:
+            intent = _loaded(intent)
+            return self._intent_effect(intent, domain.cancel(intent, cmd.reason, now_s=now_s), now_s)
+
+        return await self._write("cancel", key, digest, intent_id, (), decide)
+
+    async def create_refund(self, key: str, digest: bytes, cmd: CreateRefund) -> Outcome:
+        refs = (cmd.reference,) if cmd.reference else ()
+
+        # A refund_pending rule is only taken by a refund that the PSP accepts (a refused one keeps it).
+        def decide(intent: Intent | None, now_s: int) -> Effect:
+            intent = _loaded(intent)
+            all_refs = (*refs, intent.reference) if intent.reference else refs
+            refund_id = new_id("re")
+
+            def attempt(pending: bool) -> domain.RefundDecision:
+                return domain.refund(
+                    intent,
+                    cmd.amount_minor,
+                    refund_id=refund_id,
+                    reference=cmd.reference,
+                    reason=cmd.reason,
+                    metadata=cmd.metadata,
+                    pending=pending,
+                    now_s=now_s,
+                )
+
+            decision = attempt(pending=False)
+            if isinstance(decision, domain.RefundApplied) and self._faults.take(PENDING, "refund", all_refs):
+                decision = attempt(pending=True)
+            return refund_effect(decision, txn_id=new_id("txn"), now_s=now_s)
+
+        return await self._write("refund", key, digest, cmd.payment_intent_id, refs, decide)
+
+    def _intent_effect(self, before: Intent, decision: domain.IntentDecision, now_s: int) -> Effect:
+        return intent_effect(before, decision, txn_id=new_id("txn"), fees=self._fees, now_s=now_s)
+
+    async def _write(
+        self, op: str, key: str, digest: bytes, intent_id: str | None, refs: tuple[str, ...], decide: Decide
+    ) -> Outcome:
+        clock_ms = self._clock_ms()
+        now_s = clock_ms // 1000
+        ttl_ms = self._config.current.idempotency_ttl_s * 1000
+        async with self._pool.connection() as conn, conn.transaction():
+            intent = None
+            if intent_id is not None:
+                intent = await store.get_intent(conn, intent_id, lock=True)
+                if intent is None:
+                    return Outcome(not_found("payment_intent", intent_id))
+                refs = (*refs, intent.reference) if intent.reference else refs
+            fault = self._faults.take(CALL_KINDS, op, refs)
+            if fault is not None and fault.kind in _NO_EFFECT_KINDS:
+                return Outcome(Response(fault.status, b""), fault)
+            effect = decide(intent, now_s)
+            body = dumps(effect.body)
+            if not await store.claim_key(conn, key, digest, effect.status, body, clock_ms, ttl_ms):
+                return Outcome(await _replay(conn, key, digest), fault)
+            sync = fault is not None and fault.kind == "webhook_before_response"
+            queued, claimed = await self.save_effect(conn, effect, op, refs, clock_ms, sync=sync)
+        if queued:
+            self._wake()
+        return Outcome(Response(effect.status, body), fault, claimed)
+
+    async def save_effect(
+        self, conn: Conn, effect: Effect, op: str, refs: tuple[str, ...], clock_ms: int, *, sync: bool = False
+    ) -> tuple[bool, tuple[int, ...]]:
+        """Write an effect's rows; returns (any delivery queued, deliveries claimed for sync sending)."""
+        if effect.intent is not None:
+            await store.save_intent(conn, effect.intent)
+        if effect.refund is not None:
+            await store.save_refund(conn, effect.refund)
+        if effect.dispute is not None:
+            await store.insert_dispute(conn, effect.dispute)
+        for txn in effect.balance:
+            await store.insert_balance_txn(conn, txn, business_date(txn.created_s))
+        queued, claimed = False, []
+        intent = effect.intent
+        for out in effect.events:
+            decision = self._faults.plan_webhook(out.type, op, refs)
+            plan = decision.plan
+            event_id, created_s = new_id("evt"), clock_ms // 1000
+            event = NewEvent(
+                event_id,
+                out.type,
+                out.object_id,
+                intent.id if intent else out.object_id,
+                intent.reference if intent else None,
+                event_body(event_id, out.type, created_s, out.object_json),
+                created_s,
+            )
+            take_now = sync and not plan.dropped and plan.hold_group is None and plan.delay_ms == 0
+            lease = clock_ms + self._sync_lease_ms if take_now else 0
+            ids = await queue.insert_event(conn, event, plan, clock_ms, lease)
+            if decision.release_group is not None:
+                await queue.release_held(conn, clock_ms, decision.release_group)
+            queued = queued or not plan.dropped
+            if take_now:
+                claimed.extend(ids)
+        return queued, tuple(claimed)
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    async def _read(self, refs: tuple[str, ...], response: Response) -> Outcome:
+        fault = self._faults.take(CALL_KINDS, "retrieve", refs)
+        return Outcome(response, fault)
+
+    async def retrieve_intent(self, intent_id: str) -> Outcome:
+        async with self._pool.connection() as conn:
+            intent = await store.get_intent(conn, intent_id)
+        if intent is None:
+            return await self._read((), not_found("payment_intent", intent_id))
+        refs = (intent.reference,) if intent.reference else ()
+        return await self._read(refs, Response(200, dumps(intent_json(intent))))
+
+    async def intents_by_reference(self, reference: str) -> Outcome:
+        async with self._pool.connection() as conn:
+            found = await store.intents_by_reference(conn, reference)
+        return await self._read(
+            (reference,), Response(200, dumps(list_json([intent_json(i) for i in found])))
+        )
+
+    async def retrieve_refund(self, refund_id: str) -> Outcome:
+        async with self._pool.connection() as conn:
+            refund = await store.get_refund(conn, refund_id)
+        if refund is None:
+            return await self._read((), not_found("refund", refund_id))
+        refs = (refund.reference,) if refund.reference else ()
+        return await self._read(refs, Response(200, dumps(refund_json(refund))))
+
+    async def refunds_where(self, *, reference: str | None, intent_id: str | None) -> Outcome:
+        async with self._pool.connection() as conn:
+            found = await store.refunds_where(conn, reference=reference, intent_id=intent_id)
+        refs = (reference,) if reference else ()
+        return await self._read(refs, Response(200, dumps(list_json([refund_json(r) for r in found]))))
+
+
+def _loaded(intent: Intent | None) -> Intent:
+    if intent is None:
+        unreachable("_write loads the intent before deciding an operation on it")
+    return intent
+
+
+async def _replay(conn: Conn, key: str, digest: bytes) -> Response:
+    stored = await store.load_key(conn, key)
+    if stored is None or stored.digest != digest:
+        body = error_json(
+            "idempotency_error",
+            "idempotency_key_reused",
+            "Keys for idempotent requests can only be used with the same parameters they were first used"
+            " with.",
+        )
+        return Response(409, dumps(body))
+    return Response(stored.status, stored.body)

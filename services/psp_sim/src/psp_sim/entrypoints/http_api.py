@@ -1,0 +1,258 @@
+"""The PSP API over HTTP (aiohttp): authentication, card-data refusal, idempotency keys, and what a
+call fault does to the answer after the commit.
+
+Every POST needs ``Authorization: Bearer <key>`` and an ``Idempotency-Key``; the raw body is checked
+for card data before it is parsed (and is never logged). The request digest is SHA-256 over
+``METHOD path`` and the body's canonical JSON (sorted keys), so whitespace or key order never turn
+one request into two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from aiohttp import web
+from backbone.health import Health, aiohttp_routes
+from backbone.logs import get_logger
+
+from psp_sim.adapters.delivery import WebhookDeliverer
+from psp_sim.application.service import Outcome, PspService, Response
+from psp_sim.domain import requests as req
+from psp_sim.domain.cards import find_card_field, find_card_number
+from psp_sim.domain.wire import ErrorType, dumps, error_json
+from psp_sim.metrics import FAULTS_APPLIED, REQUEST_SECONDS, REQUESTS
+
+log = get_logger(__name__)
+IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
+_OPEN_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+def error_response(status: int, error_type: ErrorType, code: str, message: str, **extra: Any) -> web.Response:
+    return web.Response(
+        status=status,
+        body=dumps(error_json(error_type, code, message, **extra)),
+        content_type="application/json",
+    )
+
+
+def _json(response: Response) -> web.Response:
+    return web.Response(status=response.status, body=response.body, content_type="application/json")
+
+
+def _valid_key(key: str | None) -> bool:
+    return (
+        key is not None
+        and 0 < len(key) <= IDEMPOTENCY_KEY_LENGTH_MAX
+        and all(33 <= ord(c) <= 126 for c in key)
+    )
+
+
+def prepare_body(raw: bytes) -> dict[str, Any] | web.Response:
+    """The parsed JSON object of a write, or the 400 that refuses it (card data, not JSON, not an object)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return error_response(400, "invalid_request_error", "invalid_json", "The body is not UTF-8.")
+    if find_card_number(text):
+        return _card_refusal()
+    try:
+        document = json.loads(text) if text.strip() else {}
+    except (ValueError, RecursionError):
+        return error_response(400, "invalid_request_error", "invalid_json", "The body is not valid JSON.")
+    if not isinstance(document, dict):
+        return error_response(400, "invalid_request_error", "invalid_json", "The body must be a JSON object.")
+    if find_card_field(document):
+        return _card_refusal()
+    return document
+
+
+def _card_refusal() -> web.Response:
+    return error_response(
+        400,
+        "invalid_request_error",
+        "card_data_forbidden",
+        "Raw card data (card numbers, security codes) is not accepted: send a payment method token.",
+    )
+
+
+def request_digest(method: str, path: str, document: dict[str, Any]) -> bytes:
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{method} {path}\n".encode() + canonical.encode()).digest()
+
+
+class ApiHandlers:
+    def __init__(self, service: PspService, deliverer: WebhookDeliverer, api_key: str) -> None:
+        self._service, self._deliverer, self._api_key = service, deliverer, api_key.encode()
+
+    @web.middleware
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.path in _OPEN_PATHS:
+            return await handler(request)
+        route = (
+            request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+        )
+        started = time.perf_counter()
+        response = await self._guarded(request, handler)
+        REQUESTS.labels(route, str(response.status)).inc()
+        REQUEST_SECONDS.labels(route).observe(time.perf_counter() - started)
+        return response
+
+    async def _guarded(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ").encode() if auth.startswith("Bearer ") else b""
+        if not hmac.compare_digest(token, self._api_key):
+            return error_response(
+                401, "authentication_error", "invalid_api_key", "Invalid or missing API key."
+            )
+        try:
+            return await handler(request)
+        except web.HTTPRequestEntityTooLarge:
+            return error_response(
+                413, "invalid_request_error", "body_too_large", "The request body is too large."
+            )
+        except web.HTTPNotFound:
+            return error_response(404, "invalid_request_error", "unknown_route", "Unrecognized request URL.")
+        except web.HTTPMethodNotAllowed:
+            return error_response(405, "invalid_request_error", "method_not_allowed", "Method not allowed.")
+
+    async def _finish(self, outcome: Outcome) -> web.StreamResponse:
+        """Answer, after doing what the call fault (if any) asks."""
+        fault = outcome.fault
+        if fault is None:
+            return _json(outcome.response)
+        FAULTS_APPLIED.labels(fault.kind).inc()
+        log.info("fault.applied", fault_id=fault.id, kind=fault.kind)
+        match fault.kind:
+            case "fail_without_apply" | "apply_then_fail":
+                return error_response(
+                    fault.status, "api_error", "simulated_failure", "Simulated server error."
+                )
+            case "hang_without_apply" | "apply_then_hang":
+                await asyncio.sleep(fault.hang_ms / 1000)
+                return error_response(504, "api_error", "simulated_timeout", "Simulated hang.")
+            case "webhook_before_response":
+                await self._deliverer.deliver_now(outcome.sync_deliveries)
+        return _json(outcome.response)
+
+    async def _write(
+        self,
+        request: web.Request,
+        parse: Callable[[dict[str, Any]], Any],
+        call: Callable[[str, bytes, Any], Awaitable[Outcome]],
+    ) -> web.StreamResponse:
+        raw = await request.read()
+        key = request.headers.get("Idempotency-Key")
+        if not _valid_key(key) or key is None:
+            return error_response(
+                400,
+                "invalid_request_error",
+                "idempotency_key_required",
+                f"An Idempotency-Key header of 1..{IDEMPOTENCY_KEY_LENGTH_MAX} visible ASCII "
+                "characters is required on every write.",
+            )
+        document = prepare_body(raw)
+        if isinstance(document, web.Response):
+            return document
+        command = parse(document)
+        if isinstance(command, req.Invalid):
+            return error_response(
+                400, "invalid_request_error", command.code, command.message, param=command.param
+            )
+        digest = request_digest(request.method, request.path, document)
+        return await self._finish(await call(key, digest, command))
+
+    # -- routes ------------------------------------------------------------------------------------------
+
+    async def create_intent(self, request: web.Request) -> web.StreamResponse:
+        return await self._write(request, req.parse_create, self._service.create_intent)
+
+    async def confirm_intent(self, request: web.Request) -> web.StreamResponse:
+        intent_id = request.match_info["id"]
+        return await self._write(
+            request, req.parse_confirm, lambda k, d, c: self._service.confirm_intent(k, d, intent_id, c)
+        )
+
+    async def capture_intent(self, request: web.Request) -> web.StreamResponse:
+        intent_id = request.match_info["id"]
+        return await self._write(
+            request, req.parse_capture, lambda k, d, c: self._service.capture_intent(k, d, intent_id, c)
+        )
+
+    async def cancel_intent(self, request: web.Request) -> web.StreamResponse:
+        intent_id = request.match_info["id"]
+        return await self._write(
+            request, req.parse_cancel, lambda k, d, c: self._service.cancel_intent(k, d, intent_id, c)
+        )
+
+    async def complete_action(self, request: web.Request) -> web.StreamResponse:
+        intent_id = request.match_info["id"]
+        return await self._write(
+            request,
+            req.parse_complete_action,
+            lambda k, d, c: self._service.complete_action(k, d, intent_id, c),
+        )
+
+    async def create_refund(self, request: web.Request) -> web.StreamResponse:
+        return await self._write(request, req.parse_refund, self._service.create_refund)
+
+    async def retrieve_intent(self, request: web.Request) -> web.StreamResponse:
+        return await self._finish(await self._service.retrieve_intent(request.match_info["id"]))
+
+    async def list_intents(self, request: web.Request) -> web.StreamResponse:
+        reference = request.query.get("reference")
+        if not reference:
+            return error_response(
+                400,
+                "invalid_request_error",
+                "parameter_missing",
+                "Listing payment intents needs ?reference=.",
+                param="reference",
+            )
+        return await self._finish(await self._service.intents_by_reference(reference))
+
+    async def retrieve_refund(self, request: web.Request) -> web.StreamResponse:
+        return await self._finish(await self._service.retrieve_refund(request.match_info["id"]))
+
+    async def list_refunds(self, request: web.Request) -> web.StreamResponse:
+        reference, intent_id = request.query.get("reference"), request.query.get("payment_intent")
+        if not reference and not intent_id:
+            return error_response(
+                400,
+                "invalid_request_error",
+                "parameter_missing",
+                "Listing refunds needs ?reference= or ?payment_intent=.",
+            )
+        return await self._finish(
+            await self._service.refunds_where(reference=reference or None, intent_id=intent_id)
+        )
+
+
+def api_app(handlers: ApiHandlers, health: Health, body_max_bytes: int) -> web.Application:
+    app = web.Application(client_max_size=body_max_bytes, middlewares=[handlers.middleware])
+    h = handlers
+    app.add_routes(
+        [
+            web.post("/v1/payment_intents", h.create_intent),
+            web.get("/v1/payment_intents", h.list_intents),
+            web.get("/v1/payment_intents/{id}", h.retrieve_intent),
+            web.post("/v1/payment_intents/{id}/confirm", h.confirm_intent),
+            web.post("/v1/payment_intents/{id}/capture", h.capture_intent),
+            web.post("/v1/payment_intents/{id}/cancel", h.cancel_intent),
+            web.post("/v1/test_helpers/payment_intents/{id}/complete_action", h.complete_action),
+            web.post("/v1/refunds", h.create_refund),
+            web.get("/v1/refunds", h.list_refunds),
+            web.get("/v1/refunds/{id}", h.retrieve_refund),
+            *aiohttp_routes(health),
+        ]
+    )
+    return app

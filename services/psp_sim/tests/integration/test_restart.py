@@ -1,0 +1,72 @@
+"""Durability: a crash (SIGKILL) loses neither state, nor idempotency records, nor queued webhooks; a
+SIGTERM stops the process cleanly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from backbone.ids import new_id
+from backbone.psp import Applied, Found, IntentWrite, Verified, verify_signature
+from backbone.psp.signature import HEADER
+from backbone.testing.processes import wait_until
+from psp_sim.testing import WEBHOOK_SECRET, Receiver, SimProcess
+
+EVENTS = {"payment_intent.amount_capturable_updated", "payment_intent.succeeded"}
+
+
+def _create(sim: SimProcess, op: str, reference: str) -> IntentWrite:
+    with sim.client() as client:
+        return client.create_intent(
+            op,
+            amount_minor=4200,
+            currency="EUR",
+            reference=reference,
+            payment_method="pm_card_visa",
+            confirm=True,
+        )
+
+
+def test_restart_keeps_state_idempotency_and_pending_webhooks(own_db: str, logs_dir: Path) -> None:
+    """Webhooks queued while the receiver refuses them survive a SIGKILL and are delivered by the next
+    process; the intent and its idempotency record survive too (a repeat replays: no second intent);
+    SIGTERM then exits 0 after a clean stop."""
+    receiver = Receiver(answer=lambda _: 503).start()
+    sim = SimProcess(
+        own_db,
+        logs_dir,
+        PSP_SIM_WEBHOOK_URL=receiver.url,
+        PSP_SIM_WEBHOOK_ATTEMPTS_MAX="50",
+        PSP_SIM_WEBHOOK_TIMEOUT_MS="500",
+    )
+    try:
+        sim.start()
+        reference, op = new_id("pay"), new_id("op")
+        created = _create(sim, op, reference)
+        assert isinstance(created, Applied)
+        with sim.client() as client:
+            assert isinstance(client.capture_intent(new_id("op"), created.value.id), Applied)
+        receiver.wait_for(2)  # both events were attempted, and refused, before the crash
+        sim.kill()
+        receiver.answer = lambda _: 200
+        refused = len(receiver.received)
+        sim.start()
+        again = _create(sim, op, reference)
+        with sim.client() as client:
+            found = client.retrieve_intent(created.value.id)
+        assert isinstance(found, Found) and found.value.status == "succeeded"
+        assert isinstance(again, Applied) and again.value.id == created.value.id
+        wait_until(
+            lambda: {d["state"] for d in sim.deliveries(intent=created.value.id)} == {"delivered"},
+            15,
+            "both webhooks delivered after the restart",
+        )
+        after = receiver.received[refused:]
+        assert {r.event["type"] for r in after} >= EVENTS
+        assert all(
+            isinstance(verify_signature(r.headers[HEADER], r.body, [WEBHOOK_SECRET]), Verified) for r in after
+        )
+        assert sim.terminate() == 0
+        assert sim.proc is not None and "psp_sim.stopped" in sim.proc.logs()
+    finally:
+        sim.kill()
+        receiver.close()
