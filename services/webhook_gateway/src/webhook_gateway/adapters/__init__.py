@@ -1,0 +1,1 @@
+"""Adapters: the PostgreSQL receipt store (and its in-memory twin for tests)."""

@@ -1,0 +1,1 @@
+"""Entrypoints: the HTTP server and the outbox relay."""

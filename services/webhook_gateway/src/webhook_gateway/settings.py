@@ -1,0 +1,101 @@
+"""The gateway's settings: one frozen object parsed from the environment at start.
+
+Secrets (the database URL, webhook secrets) are ``Secret`` values: they never print. Beyond types,
+``load_gateway_settings`` checks the rules a type cannot say (ranges, secret length, distinct
+secrets) and names every bad variable at once, like ``backbone.settings.load_settings``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from backbone.settings import Secret, SettingsError, load_settings, setting
+
+from webhook_gateway.domain.providers import SIMPSP, ProviderConfig
+from webhook_gateway.domain.signatures import SigningSecrets
+
+SECRET_LENGTH_MIN: Final = 16
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    database_url: Secret = setting("DATABASE_URL", secret=True, doc="the gateway's database (owner role)")
+    simpsp_secret: Secret = setting(
+        "SIMPSP_WEBHOOK_SECRET", secret=True, doc="current webhook signing secret of provider simpsp"
+    )
+    simpsp_secret_previous: Secret | None = setting(
+        "SIMPSP_WEBHOOK_SECRET_PREVIOUS",
+        None,
+        secret=True,
+        doc="previous simpsp secret, still accepted during a rotation; unset when the rotation is over",
+    )
+    http_host: str = setting("HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104 - a server
+    http_port: int = setting("HTTP_PORT", 8081, doc="webhooks, /healthz, /readyz, /metrics")
+    http_reuse_port: bool = setting("HTTP_REUSE_PORT", False, doc="SO_REUSEPORT: several processes, one port")
+    tolerance_s: int = setting("WEBHOOK_TOLERANCE_S", 300, doc="max |now - t| of a signature, seconds")
+    body_max_bytes: int = setting("WEBHOOK_BODY_MAX_BYTES", 262_144, doc="larger bodies get 413 unread")
+    body_timeout_ms: int = setting("WEBHOOK_BODY_TIMEOUT_MS", 10_000, doc="a slower body gets 408")
+    db_writers: int = setting("DB_WRITERS", 2, doc="batches written concurrently (group commit)")
+    db_batch_size_max: int = setting("DB_BATCH_SIZE_MAX", 64, doc="webhooks per batch (one statement)")
+    queue_max: int = setting("WEBHOOK_QUEUE_MAX", 2000, doc="webhooks waiting for a writer; beyond: 503")
+    db_pool_size_min: int = setting("DB_POOL_SIZE_MIN", 2)
+    db_pool_size_max: int = setting("DB_POOL_SIZE_MAX", 4, doc="at least DB_WRITERS + 1 (readiness probe)")
+    db_timeout_ms: int = setting(
+        "DB_TIMEOUT_MS", 5000, doc="bound on storing one webhook (pool wait + statements); then 503"
+    )
+    db_probe_interval_ms: int = setting("DB_PROBE_INTERVAL_MS", 2000, doc="readiness probe of the database")
+    shutdown_grace_ms: int = setting(
+        "SHUTDOWN_GRACE_MS", 10_000, doc="on SIGTERM, how long in-flight requests may take to finish"
+    )
+    log_level: str = setting("LOG_LEVEL", "INFO")
+
+    def providers(self) -> dict[str, ProviderConfig]:
+        """Every provider with its secrets, by name (the ``{provider}`` path segment)."""
+        previous = self.simpsp_secret_previous
+        secrets = SigningSecrets(
+            self.simpsp_secret.reveal().encode(), previous.reveal().encode() if previous else None
+        )
+        return {SIMPSP.name: ProviderConfig(SIMPSP, secrets)}
+
+
+def load_gateway_settings(environ: Mapping[str, str] | None = None) -> GatewaySettings:
+    """Parse and check; raises SettingsError naming every problem (secrets by name only)."""
+    settings = load_settings(GatewaySettings, environ)
+    problems = [p for p in _problems(settings) if p]
+    if problems:
+        raise SettingsError(problems)
+    return settings
+
+
+def _problems(s: GatewaySettings) -> list[str | None]:
+    def at_least(name: str, value: int, low: int) -> str | None:
+        return f"{name}={value} is invalid: must be >= {low}" if value < low else None
+
+    previous = s.simpsp_secret_previous
+    return [
+        _secret_problem("SIMPSP_WEBHOOK_SECRET", s.simpsp_secret),
+        _secret_problem("SIMPSP_WEBHOOK_SECRET_PREVIOUS", previous) if previous else None,
+        "SIMPSP_WEBHOOK_SECRET_PREVIOUS must differ from SIMPSP_WEBHOOK_SECRET"
+        if previous and previous.reveal() == s.simpsp_secret.reveal()
+        else None,
+        at_least("HTTP_PORT", s.http_port, 0),
+        at_least("WEBHOOK_TOLERANCE_S", s.tolerance_s, 1),
+        at_least("WEBHOOK_BODY_MAX_BYTES", s.body_max_bytes, 1024),
+        at_least("WEBHOOK_BODY_TIMEOUT_MS", s.body_timeout_ms, 100),
+        at_least("DB_WRITERS", s.db_writers, 1),
+        at_least("DB_BATCH_SIZE_MAX", s.db_batch_size_max, 1),
+        at_least("WEBHOOK_QUEUE_MAX", s.queue_max, 1),
+        at_least("DB_POOL_SIZE_MIN", s.db_pool_size_min, 1),
+        at_least("DB_POOL_SIZE_MAX", s.db_pool_size_max, max(s.db_pool_size_min, s.db_writers + 1)),
+        at_least("DB_TIMEOUT_MS", s.db_timeout_ms, 100),
+        at_least("DB_PROBE_INTERVAL_MS", s.db_probe_interval_ms, 100),
+        at_least("SHUTDOWN_GRACE_MS", s.shutdown_grace_ms, 0),
+    ]
+
+
+def _secret_problem(name: str, secret: Secret) -> str | None:
+    if len(secret.reveal().encode()) < SECRET_LENGTH_MIN:
+        return f"{name}=<secret> is invalid: shorter than {SECRET_LENGTH_MIN} bytes"
+    return None
