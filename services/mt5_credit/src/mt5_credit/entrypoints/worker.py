@@ -63,11 +63,19 @@ def outbox_writer() -> OutboxWriter:
 
 
 class Worker:
+    """One process, ``len(lanes)`` lanes: each lane is a thread with its own database connection and
+    its own MT5 manager session (calls on a session stay serialized), claiming like a separate worker.
+    """
+
     def __init__(
-        self, settings: WorkerSettings, mt5: Mt5Port, call_budget_ms: int, health: Health | None = None
+        self,
+        settings: WorkerSettings,
+        lanes: list[Mt5Port],
+        call_budget_ms: int,
+        health: Health | None = None,
     ) -> None:
         self._settings = settings
-        self._mt5 = mt5
+        self._lanes = lanes
         self._config = executor_config(settings, call_budget_ms)  # lease >= budget + margin, or no start
         self._timing = resolve_timing(settings, call_budget_ms)
         self._outbox = outbox_writer()
@@ -78,6 +86,24 @@ class Worker:
         self._stopping.set()
 
     def run(self) -> None:
+        threads = [
+            threading.Thread(target=self._run_lane, args=(n, mt5), name=f"lane-{n}", daemon=True)
+            for n, mt5 in enumerate(self._lanes)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _run_lane(self, lane: int, mt5: Mt5Port) -> None:
+        try:
+            self._connected(lane, mt5)
+        except Exception as exc:  # a bug: stop the whole process rather than run with fewer lanes
+            log.error("lane_crashed", lane=lane, error=repr(exc))
+            self._stopping.set()
+            raise
+
+    def _connected(self, lane: int, mt5: Mt5Port) -> None:
         while not self._stopping.is_set():
             try:
                 with connect(
@@ -85,23 +111,23 @@ class Worker:
                     autocommit=True,
                     application_name="mt5_credit-worker",
                 ) as conn:
-                    self._loop(conn)
+                    self._loop(conn, lane, mt5)
             except psycopg.Error as exc:
                 if not is_infrastructure_error(exc):
                     raise
                 log.warning("database_unavailable", error=type(exc).__name__)
                 self._stopping.wait(RECONNECT_PAUSE_S)
 
-    def _loop(self, conn: psycopg.Connection) -> None:
-        executor = Executor(conn, self._mt5, self._outbox, self._config)
-        resolver = Resolver(conn, self._mt5, self._outbox, self._timing, self._settings.batch_size_max)
+    def _loop(self, conn: psycopg.Connection, lane: int, mt5: Mt5Port) -> None:
+        executor = Executor(conn, mt5, self._outbox, self._config)
+        resolver = Resolver(conn, mt5, self._outbox, self._timing, self._settings.batch_size_max)
         next_gauges = 0.0
         while not self._stopping.is_set():
             worked = executor.run_once() + resolver.run_once()
             if self._health is not None:
                 self._health.beat()
                 self._health.set("database", True)
-            if time.monotonic() >= next_gauges:
+            if lane == 0 and time.monotonic() >= next_gauges:
                 _update_gauges(conn)
                 next_gauges = time.monotonic() + GAUGE_INTERVAL_S
             if worked == 0:
@@ -126,10 +152,11 @@ def main() -> None:
     except InvariantViolation as exc:
         print(f"mt5_credit worker: refusing to start: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    mt5 = GatewayMt5.from_settings(gateway_settings)
-    worker = Worker(settings, mt5, budget_ms, health)
+    lanes = [GatewayMt5.from_settings(gateway_settings) for _ in range(settings.lanes)]
+    worker = Worker(settings, list(lanes), budget_ms, health)
     stop_on_signals(worker.stop, "worker")
     try:
         worker.run()
     finally:
-        mt5.close()
+        for mt5 in lanes:
+            mt5.close()
