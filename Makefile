@@ -8,18 +8,26 @@ PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 PG       := deploy/postgres/pg.sh
 KAFKA    := deploy/kafka/kafka.sh
+SIMS     := deploy/sims/sims.sh
 export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:9092
 PYTEST_ARGS ?=
 
-.PHONY: help install up down status topics test test-unit lint fmt bench bench-backbone demo schemas-lock clean
+.PHONY: help install up down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
+	bench-webhooks bench-ledger bench-sims demo schemas-lock clean
 
 help:
 	@echo "make install         virtualenv + pinned Python packages (PyPI only)"
-	@echo "make up / down       start / stop local Kafka (127.0.0.1:9092) and PostgreSQL (127.0.0.1:55432)"
+	@echo "make up / down       start / stop local Kafka (127.0.0.1:9092), PostgreSQL (127.0.0.1:55432)"
+	@echo "                     and the MT5 (17001/17002) and PSP (17101/17102) simulators"
 	@echo "make test            install, up, then the whole test suite against the real stack"
 	@echo "make test-unit       unit tests only (no Kafka/PostgreSQL)"
 	@echo "make lint            ruff + mypy --strict on libs/ and services/"
 	@echo "make bench-backbone  outbox -> Kafka -> idempotent consumer throughput and latency"
+	@echo "make bench-mt5       credits/s through claim -> MT5 simulator -> done (3 workers)"
+	@echo "make bench-api       payment-state create/status latency under 500 creates/s"
+	@echo "make bench-webhooks  webhook gateway ingest rate and p99"
+	@echo "make bench-ledger    journals/s through the ledger consumer"
+	@echo "make bench-sims      the simulators' own throughput"
 	@echo "make demo            run the system with the simulators and print a report"
 
 $(STAMP): requirements-dev.txt libs/pyproject.toml $(wildcard services/*/pyproject.toml)
@@ -34,14 +42,17 @@ up: install
 	bash $(PG) start
 	bash $(KAFKA) start
 	$(PY) -m backbone.kafka.topics --bootstrap $(KAFKA_BOOTSTRAP_SERVERS)
+	bash $(SIMS) start
 
 down:
+	-bash $(SIMS) stop
 	-bash $(KAFKA) stop
 	-bash $(PG) stop
 
 status:
 	-bash $(PG) status
 	-bash $(KAFKA) status
+	-bash $(SIMS) status
 
 topics: install
 	$(PY) -m backbone.kafka.topics --bootstrap $(KAFKA_BOOTSTRAP_SERVERS)
@@ -61,10 +72,26 @@ fmt: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: bench-backbone
+bench: bench-backbone bench-mt5 bench-api bench-webhooks bench-ledger bench-sims
 
 bench-backbone: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/bench_backbone.py
+
+bench-mt5: up
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/mt5_credit/bench/bench_mt5.py
+
+bench-api: up
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/payment_state/bench/bench_api.py
+
+bench-webhooks: up
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/webhook_gateway/bench/bench_webhooks.py
+
+bench-ledger: up
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/ledger/bench/bench_ledger.py
+
+bench-sims: up
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/mt5_sim/bench/bench_balance.py
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/psp_sim/bench/bench_creates.py
 
 demo: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/demo.py

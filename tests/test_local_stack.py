@@ -66,3 +66,40 @@ def test_broker_carries_every_catalogue_topic_with_its_settings(stack: Stack) ->
         assert len(existing[spec.name].partitions) == spec.partitions
         assert configs["retention.ms"].value == str(spec.retention_ms)
         assert configs["cleanup.policy"].value == spec.cleanup_policy
+
+
+def test_make_up_runs_both_simulators_with_the_documented_settings(stack: Stack) -> None:
+    """`deploy/sims/sims.sh start` (what `make up` runs) leaves the MT5 and PSP simulators answering
+    on their documented ports with the dev settings of deploy/dev.env: the MT5 manager can log in
+    and the PSP accepts the dev API key, so an outside harness can drive them."""
+    import json  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    from backbone.mt5 import Mt5Gateway, Mt5GatewaySettings, ServerTime  # noqa: PLC0415
+    from backbone.settings import Secret  # noqa: PLC0415
+
+    if stack.source != "local" and "55432" not in stack.pg_admin_url:
+        pytest.skip("the simulators run on the local stack")
+    subprocess.run(["bash", str(REPO_ROOT / "deploy/sims/sims.sh"), "start"], check=True, capture_output=True)
+    env = dict(
+        line.split("=", 1)
+        for line in (REPO_ROOT / "deploy/dev.env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    settings = Mt5GatewaySettings(
+        url=f"http://127.0.0.1:{env['MT5_SIM_PORT']}",
+        manager_login=int(env["MT5_SIM_MANAGER_LOGIN"]),
+        manager_password=Secret(env["MT5_SIM_MANAGER_PASSWORD"]),
+    )
+    with Mt5Gateway(settings) as mt5:
+        assert isinstance(mt5.server_time(), ServerTime)
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{env['PSP_SIM_API_PORT']}/v1/payment_intents?reference=nothing-here",
+        headers={"Authorization": f"Bearer {env['PSP_SIM_API_KEY']}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert json.loads(response.read())["data"] == []
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{env['MT5_SIM_CONTROL_PORT']}/control/faults", timeout=10
+    ) as r:
+        assert "faults" in json.loads(r.read())
