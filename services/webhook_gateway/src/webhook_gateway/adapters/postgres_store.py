@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import psycopg
 from backbone.invariants import invariant, unreachable
+from backbone.kafka.topics import topic_name
 from backbone.logs import get_logger
 from backbone.outbox import OutboxMessage, OutboxWriter
 from psycopg.rows import TupleRow
@@ -279,7 +280,7 @@ async def write_batch(
 
 def _event(outbox: OutboxWriter, receipt: NewReceipt, receipt_id: int, received_at_ms: int) -> OutboxMessage:
     return outbox.event(
-        TOPIC,
+        topic_name(TOPIC),
         EVENT_TYPE,
         outbox_key(receipt.provider, receipt.event),
         provider_event_received(receipt, receipt_id, received_at_ms),
@@ -309,7 +310,7 @@ def _insert_params(
         "payload": [m.payload for m in messages],
         "headers": [Jsonb(dict(m.headers)) for m in messages],
         "outbox_event_type": EVENT_TYPE,
-        "topic": TOPIC,
+        "topic": topic_name(TOPIC),
     }
 
 
