@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, assert_never
 
 from aiohttp import web
+from backbone.carddata import find_card_field, find_card_number
 from backbone.health import Health, aiohttp_routes
 from backbone.logs import configure_logging, get_logger
 from backbone.money import currency_exponent
@@ -32,7 +33,6 @@ from mt5_credit.settings import HttpSettings
 log = get_logger("mt5_credit.http")
 _KEY_RE: Final = re.compile(r"^[A-Za-z0-9_.:-]{8,128}$")
 _ID_RE: Final = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-_CARD_RE: Final = re.compile(r"(?<![0-9])[0-9][0-9 -]{10,22}[0-9](?![0-9])")
 _INT_MAX: Final = 2**63 - 1
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -42,23 +42,14 @@ def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message}}, status=status)
 
 
-def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
-
-
 def looks_like_card_data(raw: str) -> bool:
-    """Card numbers (Luhn-valid 12-19 digits, spaces/dashes allowed) or a CVV-like field name."""
-    if re.search(r'"(cvv|cvc|cvv2|card_number|pan)"', raw, re.IGNORECASE):
+    """Card numbers or card-data fields anywhere in the body (backbone.carddata's rules)."""
+    if find_card_number(raw):
         return True
-    for match in _CARD_RE.finditer(raw):
-        digits = re.sub(r"[ -]", "", match.group())
-        if 12 <= len(digits) <= 19 and _luhn(digits):
-            return True
-    return False
+    try:
+        return find_card_field(json.loads(raw))
+    except ValueError:
+        return False
 
 
 class Api:

@@ -18,13 +18,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from aiohttp import web
+from backbone.carddata import find_card_field, find_card_number
 from backbone.health import Health, aiohttp_routes
 from backbone.logs import get_logger
 
 from psp_sim.adapters.delivery import WebhookDeliverer
 from psp_sim.application.service import Outcome, PspService, Response
 from psp_sim.domain import requests as req
-from psp_sim.domain.cards import find_card_field, find_card_number
 from psp_sim.domain.wire import ErrorType, dumps, error_json
 from psp_sim.metrics import FAULTS_APPLIED, REQUEST_SECONDS, REQUESTS
 

@@ -8,10 +8,10 @@ import random
 import uuid
 
 import pytest
+from backbone.carddata import find_card_field, find_card_number, luhn_valid
 from backbone.ids import new_id
 from hypothesis import given
 from hypothesis import strategies as st
-from psp_sim.domain.cards import find_card_field, find_card_number, luhn_valid
 
 TEST_CARDS = [
     "4242424242424242",  # Visa

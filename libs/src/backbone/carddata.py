@@ -1,4 +1,4 @@
-"""Refusing card data: the simulator, like the system it serves, accepts tokens only (DESIGN §9).
+"""Refusing card data: every service, and the PSP simulator, accepts tokens only (DESIGN §9).
 
 Two checks, both pure:
 - ``find_card_number(text)``: anywhere in the raw body (a value, a key, a number, a string), a number
