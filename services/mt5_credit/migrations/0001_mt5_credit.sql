@@ -74,6 +74,10 @@ CREATE INDEX mt5_credits_pending ON mt5_credits (id) WHERE status = 'pending';
 CREATE INDEX mt5_credits_claimed_lease ON mt5_credits (lease_expires_at) WHERE status = 'claimed';
 CREATE INDEX mt5_credits_unknown ON mt5_credits (next_lookup_at) WHERE status = 'unknown' AND NOT needs_person;
 CREATE INDEX mt5_credits_deposit ON mt5_credits (deposit_reference);
+-- One credit per deposit intent, whatever the number of payments that name it: a second captured
+-- payment for an intent already being credited is a case for a person (it is money received twice),
+-- never a second automatic credit. Two consumers racing on two payments meet here.
+CREATE UNIQUE INDEX mt5_credits_one_credit_per_deposit ON mt5_credits (deposit_reference) WHERE kind = 'credit';
 
 -- Every status change, for audit and for the tests' "what happened" questions.
 CREATE TABLE mt5_credit_transitions (

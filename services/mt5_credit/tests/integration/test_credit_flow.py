@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import psycopg
 from backbone.postgres import connect
 from mt5_credit.adapters import store
-from mt5_credit.domain.intake import Account
+from mt5_credit.domain.intake import Account, NewRow
+from mt5_credit.domain.model import CreditKind
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not importable under importlib mode
     from conftest import World
@@ -332,3 +333,27 @@ def test_the_lease_and_the_dead_wait_count_from_the_call_not_the_claim(world: Wo
     assert armed is not None and armed.claimed_at_ms is not None and row.claimed_at_ms is not None
     assert armed.claimed_at_ms >= row.claimed_at_ms + 40
     assert world.row(cid)["status"] == "claimed"
+
+
+def test_two_payments_for_one_deposit_intent_credit_once_and_open_a_case(world: World) -> None:
+    """Two different PSP payments captured for one deposit intent: one credit, one 'paid twice' case;
+    the database refuses a second credit row for the intent even if a buggy caller skips the check."""
+    cid = _one_credit(world)
+    ref = world.row(cid)["deposit_reference"]
+    world.captured(ref, 50_000, pi="pi_second")
+    assert len(world.rows()) == 1
+    assert world.cases()[-1][0] == "payment:simpsp:pi_second" and "paid twice" in world.cases()[-1][2]
+    plan = NewRow(CreditKind.CREDIT, "payment:simpsp:pi_third", ref, 5001, "cust-1", 1, "USD", 1, "USD", None)
+    try:
+        with world.conn.transaction():
+            store.insert_row(
+                world.conn,
+                plan,
+                payment_id="p3",
+                provider="simpsp",
+                provider_payment_id="pi_third",
+                source_reference=None,
+            )
+        raise AssertionError("a second credit for one deposit intent was stored")
+    except psycopg.errors.UniqueViolation:
+        pass

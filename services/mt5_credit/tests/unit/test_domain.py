@@ -198,3 +198,11 @@ def test_backoff_grows_and_is_capped() -> None:
     """Silent lookups back off exponentially up to the cap."""
     assert [backoff_ms(n, TIMING) for n in (1, 2, 3)] == [1_000, 2_000, 4_000]
     assert backoff_ms(50, TIMING) == 60_000
+
+
+def test_one_credit_per_deposit_intent() -> None:
+    """A second captured payment for an intent already credited is a case (money received twice)."""
+    plan = plan_credit(CAPTURED, INTENT, ACCOUNT, None, credited_by="payment:simpsp:pi_0")
+    assert isinstance(plan, Refuse) and "paid twice" in plan.reason
+    same = plan_credit(CAPTURED, INTENT, ACCOUNT, None, credited_by="payment:simpsp:pi_1")
+    assert isinstance(same, NewRow)  # the same payment again: the row's own unique key absorbs it

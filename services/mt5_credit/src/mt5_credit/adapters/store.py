@@ -165,6 +165,15 @@ def insert_intent(
 # --- credit rows: creation --------------------------------------------------------------------
 
 
+def credit_source_for_deposit(conn: psycopg.Connection, deposit_reference: str) -> str | None:
+    """The source key of the credit already made for a deposit intent, if any."""
+    row = conn.execute(
+        "SELECT source_key FROM mt5_credits WHERE deposit_reference = %s AND kind = 'credit'",
+        (deposit_reference,),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
 def load_original(conn: psycopg.Connection, deposit_reference: str) -> OriginalCredit | None:
     """The deposit's credit row with what earlier debits already take back (failed ones excluded)."""
     row = conn.execute(

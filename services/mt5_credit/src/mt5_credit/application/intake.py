@@ -57,9 +57,12 @@ class Intake:
             quote = self._rates.quote(fact.currency, account.currency, time.time_ns() // 1_000_000)
         if intent is not None and intent.merchant_id != body["merchant_id"]:
             intent = None  # another merchant's intent: treat as no valid reference
+        credited_by = (
+            None if intent is None else store.credit_source_for_deposit(uow.conn, intent.deposit_reference)
+        )
         self._apply(
             uow,
-            plan_credit(fact, intent, account, quote),
+            plan_credit(fact, intent, account, quote, credited_by),
             payment_id,
             fact.provider,
             fact.provider_payment_id,

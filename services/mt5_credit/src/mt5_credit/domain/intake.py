@@ -113,17 +113,26 @@ def debit_source_key(reason: DebitReason, source_id: str) -> str:
 
 
 def plan_credit(
-    fact: Captured, intent: DepositIntent | None, account: Account | None, quote: FxQuote | None
+    fact: Captured,
+    intent: DepositIntent | None,
+    account: Account | None,
+    quote: FxQuote | None,
+    credited_by: str | None = None,
 ) -> Intake:
     """The credit for a captured deposit, or why there cannot be one.
 
     ``quote`` is the rate for payment currency -> account currency when they differ (None when the
-    configured source has none).
+    configured source has none). ``credited_by`` is the source key of a credit that already exists
+    for this deposit intent, if any: one intent is credited once; a second payment is a case.
     """
     key = credit_source_key(fact.provider, fact.provider_payment_id)
     invariant(fact.amount_minor > 0, f"captured amount must be positive, got {fact.amount_minor}")
     if fact.deposit_reference is None or intent is None:
         return Refuse(key, "captured payment has no valid deposit reference", fact.deposit_reference)
+    if credited_by is not None and credited_by != key:
+        return Refuse(
+            key, f"deposit intent already credited from {credited_by}: paid twice", intent.deposit_reference
+        )
     if account is None or account.mt5_login != intent.mt5_login:
         return Refuse(key, f"login {intent.mt5_login} is not a known MT5 account", intent.deposit_reference)
     if account.customer_id != intent.customer_id:
