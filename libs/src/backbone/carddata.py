@@ -7,8 +7,9 @@ Two checks, both pure:
   number is either one run of digits or groups of 2-6 digits (the first of 3-6) separated by single
   spaces or dashes, as people type them ("4242 4242 4242 4242", "3782-822463-10005"); every run of
   consecutive groups is checked, so a number written next to a card number ("4242... 12/30") does
-  not hide it. Digits glued to letters or an underscore are not a card number (they are part of an
-  identifier or a hash: ``m_123456789012``), and canonical UUIDs are skipped.
+  not hide it. Digits glued to letters are not a card number (they are part of a hash or an
+  identifier: ``a3f9123456789012``), and canonical UUIDs are skipped; after an underscore they still
+  count (``tok_4242424242424242`` is a card number dressed as a token).
 - ``find_card_field(document)``: any key, at any depth, that names a security code or raw card data
   (``cvv``, ``cvc``, ``card_number``, ...), whatever its value.
 
@@ -27,7 +28,7 @@ import re
 from typing import Any, Final
 
 _UUID: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_DIGIT_RUN: Final = re.compile(r"(?<![0-9A-Za-z_])[0-9]+(?:[ -][0-9]+)*(?![0-9A-Za-z_])")
+_DIGIT_RUN: Final = re.compile(r"(?<![0-9A-Za-z])[0-9]+(?:[ -][0-9]+)*(?![0-9A-Za-z])")
 _SEPARATOR: Final = re.compile(r"[ -]")
 _FIRST_DIGITS: Final = frozenset("23456")
 GROUP_DIGITS_MIN: Final = 3

@@ -1,0 +1,304 @@
+"""The operation executor: claims open operations and drives each one to an outcome at the PSP.
+
+Per claimed operation (``domain.recovery`` decides, this module does):
+- never called: commit ``call_in_flight``, call the provider with the operation id as idempotency
+  key, apply the answer through ``apply_provider_fact`` (the same path as webhooks), release;
+- no outcome (timeout, 5xx, lost answer): the operation becomes UNKNOWN and is looked up later with
+  capped exponential backoff; after the limit a case is opened for a person;
+- UNKNOWN or waiting on someone (3-D Secure, a pending refund): look it up (lookups never move
+  money); only if the provider proves it has no outcome, and only while it still remembers the
+  idempotency key, is the *same* call sent again. Never a new operation, never another provider.
+Every provider call runs outside a database transaction; every state change is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Protocol, assert_never
+
+import psycopg
+from backbone.invariants import invariant
+from backbone.logs import get_logger
+from backbone.postgres import is_infrastructure_error
+
+from payment_state.adapters import operations as ops_sql
+from payment_state.adapters import repository as repo
+from payment_state.application import metrics
+from payment_state.application.context import Context
+from payment_state.application.ports import (
+    Absent,
+    Ambiguous,
+    Answered,
+    AuthorizeCall,
+    CallResult,
+    CancelCall,
+    CaptureCall,
+    Found,
+    Lookup,
+    NoAnswer,
+    NoOutcome,
+    ProviderCall,
+    Psp,
+    RefundCall,
+    Refused,
+)
+from payment_state.application.provider_facts import apply_provider_fact, open_case
+from payment_state.domain.facts import IntentFact
+from payment_state.domain.model import Operation, OperationType, PaymentState
+from payment_state.domain.recovery import (
+    Call,
+    LookupAnswer,
+    RecoveryPolicy,
+    Reschedule,
+    Resend,
+    Skip,
+    after_lookup,
+    after_unknown_call,
+    intent_shows_not_done,
+    plan,
+)
+from payment_state.domain.recovery import (
+    Lookup as LookupStep,
+)
+
+log = get_logger(__name__)
+
+
+class ConnectionSource(Protocol):
+    """A psycopg_pool.ConnectionPool, or anything lending connections the same way."""
+
+    def connection(self, timeout: float | None = None) -> AbstractContextManager[psycopg.Connection]: ...
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    worker_id: str
+    batch_size_max: int
+    lease_ms: int
+    concurrency: int
+    policy: RecoveryPolicy
+
+    def __post_init__(self) -> None:
+        invariant(0 < self.batch_size_max <= 1000, "batch_size_max in 1..1000")
+        invariant(0 < self.concurrency <= 64, "concurrency in 1..64")
+        invariant(self.lease_ms > 0, "lease_ms > 0")
+
+
+def build_call(state: PaymentState, op: Operation) -> ProviderCall:
+    """The provider call an operation stands for (the same every time it is sent)."""
+    p = state.payment
+    if op.operation_type == OperationType.AUTHORIZE:
+        return AuthorizeCall(
+            op.operation_id, p.payment_id, p.merchant_id, op.amount_minor, op.currency,
+            p.payment_method_token, str(p.capture_method),
+        )  # fmt: skip
+    invariant(p.provider_payment_id is not None, f"{op.operation_type} before the provider knew the payment")
+    assert p.provider_payment_id is not None
+    match op.operation_type:
+        case OperationType.CAPTURE:
+            return CaptureCall(op.operation_id, p.payment_id, p.provider_payment_id, op.amount_minor)
+        case OperationType.CANCEL:
+            return CancelCall(op.operation_id, p.payment_id, p.provider_payment_id, op.reason)
+        case OperationType.REFUND:
+            return RefundCall(
+                op.operation_id, p.payment_id, p.provider_payment_id, op.amount_minor, op.currency, op.reason
+            )
+        case _:
+            raise AssertionError(f"unexpected operation type {op.operation_type}")
+
+
+class OperationExecutor:
+    """Claims due operations in batches and processes them on a bounded thread pool."""
+
+    def __init__(self, pool: ConnectionSource, psp: Psp, ctx: Context, config: ExecutorConfig) -> None:
+        self._pool = pool
+        self._psp = psp
+        self._ctx = ctx
+        self._c = config
+        self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="operation")
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=True)
+
+    def run_once(self) -> int:
+        """Claim one batch and process it; returns how many operations were claimed."""
+        with self._tx() as conn:
+            claimed = ops_sql.claim_due(conn, self._c.worker_id, self._c.batch_size_max, self._c.lease_ms)
+        if claimed:
+            for _ in self._threads.map(self._process_safely, claimed):
+                pass
+        return len(claimed)
+
+    def refresh_metrics(self) -> None:
+        with self._tx() as conn:
+            pending, unknown, oldest_unknown_seconds = ops_sql.open_operation_stats(conn)
+        metrics.OPEN_OPERATIONS.labels("PENDING").set(pending)
+        metrics.OPEN_OPERATIONS.labels("UNKNOWN").set(unknown)
+        metrics.OLDEST_UNKNOWN_SECONDS.set(oldest_unknown_seconds)
+
+    # -- one operation ---------------------------------------------------------------------------
+
+    def _process_safely(self, claimed: tuple[str, str]) -> None:
+        operation_id, payment_id = claimed
+        try:
+            self.process(operation_id, payment_id)
+        except Exception as exc:
+            # The claim expires after the lease and the operation is taken again; a worker that
+            # died mid-call is detected then (call_in_flight), so nothing is assumed here.
+            kind = "infrastructure" if is_infrastructure_error(exc) else "bug"
+            log.exception("executor.operation_failed", operation_id=operation_id, error_kind=kind)
+
+    def process(self, operation_id: str, payment_id: str) -> None:
+        state, op = self._load(payment_id, operation_id)
+        step = plan(op)
+        match step:
+            case Skip():
+                self._release(operation_id, 0)
+            case Call():
+                self._call(state, op)
+            case LookupStep(lost_call=lost_call):
+                if lost_call:
+                    with self._tx() as conn:
+                        ops_sql.mark_unknown(conn, operation_id, "worker_lost_during_call")
+                    log.warning("executor.lost_call", operation_id=operation_id, payment_id=payment_id)
+                    state, op = self._load(payment_id, operation_id)
+                self._lookup(state, op)
+            case _:
+                assert_never(step)
+
+    def _call(self, state: PaymentState, op: Operation) -> None:
+        call = build_call(state, op)
+        with self._tx() as conn:
+            if not ops_sql.start_call(conn, op.operation_id, self._c.worker_id):
+                return  # the claim expired and someone else has the operation now
+        result = self._psp.execute(call)
+        metrics.PROVIDER_CALLS.labels(f"call_{op.operation_type}", type(result).__name__).inc()
+        self._record_call_result(state.payment.payment_id, op, result)
+
+    def _record_call_result(self, payment_id: str, op: Operation, result: CallResult) -> None:
+        with self._tx() as conn:
+            match result:
+                case Answered(fact=fact) | Refused(fact=fact):
+                    apply_provider_fact(
+                        conn,
+                        self._ctx,
+                        fact,
+                        source="response",
+                        operation_id=op.operation_id,
+                        payment_id=payment_id,
+                    )
+                    delay_ms = self._delay_after_answer(conn, payment_id, op.operation_id)
+                case NoOutcome(reason=reason):
+                    ops_sql.mark_unknown(conn, op.operation_id, reason)
+                    log.warning("executor.outcome_unknown", operation_id=op.operation_id, reason=reason)
+                    delay_ms = self._reschedule_unknown(conn, payment_id, op.operation_id)
+                case _:
+                    assert_never(result)
+            ops_sql.release(conn, op.operation_id, self._c.worker_id, delay_ms)
+
+    def _lookup(self, state: PaymentState, op: Operation) -> None:
+        with self._tx() as conn:
+            if not ops_sql.count_lookup(conn, op.operation_id, self._c.worker_id):
+                return
+        lookup = self._find(state, op)
+        metrics.PROVIDER_CALLS.labels(f"lookup_{op.operation_type}", type(lookup).__name__).inc()
+        payment_id = state.payment.payment_id
+        with self._tx() as conn:
+            answer = self._apply_lookup(conn, payment_id, op, lookup)
+            if answer is None:
+                ops_sql.release(conn, op.operation_id, self._c.worker_id, 0)
+                return
+            current = self._operation(conn, payment_id, op.operation_id)
+            decision = after_lookup(current, answer, self._ctx.now_ms(), self._c.policy)
+            if isinstance(decision, Reschedule):
+                self._open_case(conn, payment_id, current, decision)
+                ops_sql.release(conn, op.operation_id, self._c.worker_id, decision.delay_ms)
+                return
+        invariant(isinstance(decision, Resend), "after_lookup returns Resend or Reschedule")
+        log.info("executor.resend_same_key", operation_id=op.operation_id, answer=answer)
+        fresh_state, fresh_op = self._load(payment_id, op.operation_id)
+        self._call(fresh_state, fresh_op)
+
+    def _find(self, state: PaymentState, op: Operation) -> Lookup:
+        if op.operation_type == OperationType.REFUND:
+            return self._psp.find_refund(op.operation_id, op.provider_reference)
+        return self._psp.find_payment(state.payment.payment_id, state.payment.provider_payment_id)
+
+    def _apply_lookup(
+        self, conn: psycopg.Connection, payment_id: str, op: Operation, lookup: Lookup
+    ) -> LookupAnswer | None:
+        """Apply what a lookup found; None when the operation is resolved now."""
+        match lookup:
+            case Found(fact=fact):
+                apply_provider_fact(
+                    conn,
+                    self._ctx,
+                    fact,
+                    source="lookup",
+                    operation_id=op.operation_id,
+                    payment_id=payment_id,
+                )
+                current = self._operation(conn, payment_id, op.operation_id)
+                if current.is_terminal:
+                    return None
+                not_done = isinstance(fact, IntentFact) and intent_shows_not_done(current, fact)
+                return "found_not_done" if not_done else "found_pending"
+            case Absent():
+                return "absent"
+            case Ambiguous():
+                return "ambiguous"
+            case NoAnswer():
+                return "no_answer"
+            case _:
+                assert_never(lookup)
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _delay_after_answer(self, conn: psycopg.Connection, payment_id: str, operation_id: str) -> int:
+        current = self._operation(conn, payment_id, operation_id)
+        return 0 if current.is_terminal else self._c.policy.recheck_interval_ms
+
+    def _reschedule_unknown(self, conn: psycopg.Connection, payment_id: str, operation_id: str) -> int:
+        current = self._operation(conn, payment_id, operation_id)
+        decision = after_unknown_call(current, self._c.policy)
+        self._open_case(conn, payment_id, current, decision)
+        return decision.delay_ms
+
+    def _open_case(
+        self, conn: psycopg.Connection, payment_id: str, op: Operation, decision: Reschedule
+    ) -> None:
+        if decision.case is None:
+            return
+        why = op.unknown_reason or "no answer"
+        detail = f"{op.operation_type} {op.status} after {op.attempts} attempts ({why})"
+        open_case(conn, payment_id, op.operation_id, decision.case, detail)
+
+    def _operation(self, conn: psycopg.Connection, payment_id: str, operation_id: str) -> Operation:
+        state = repo.load_state(conn, payment_id)
+        assert state is not None
+        op = state.operation(operation_id)
+        invariant(op is not None, f"operation {operation_id} vanished")
+        assert op is not None
+        return op
+
+    def _load(self, payment_id: str, operation_id: str) -> tuple[PaymentState, Operation]:
+        with self._tx() as conn:
+            state = repo.load_state(conn, payment_id)
+        invariant(state is not None, f"claimed operation of a missing payment {payment_id}")
+        assert state is not None
+        op = state.operation(operation_id)
+        invariant(op is not None, f"claimed operation {operation_id} not found")
+        assert op is not None
+        return state, op
+
+    def _release(self, operation_id: str, delay_ms: int) -> None:
+        with self._tx() as conn:
+            ops_sql.release(conn, operation_id, self._c.worker_id, delay_ms)
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection]:
+        with self._pool.connection() as conn, conn.transaction():
+            yield conn

@@ -1,0 +1,132 @@
+"""The inbound consumer's handler: commands (payments.commands) and verified provider webhooks
+(psp.provider-events), applied in the batch's transaction with its dedup rows.
+
+- A command goes through exactly the HTTP API's handlers and idempotency rules; a command the
+  request rules refuse (card data, bad amount) changes nothing and is logged with its code (it
+  has no reply channel; the caller sees the payment through GET).
+- A webhook is parsed by its provider's parser and goes through ``apply_provider_fact``; a body
+  that breaks the provider contract, an unknown provider or an unverified signature raises, so the
+  consumer retries it and then dead-letters it for a person (nothing is dropped silently).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+from backbone.consumer.messages import BatchHandler, InboundEvent, UnitOfWork
+from backbone.logs import get_logger
+
+from payment_state.adapters import repository as repo
+from payment_state.application import metrics
+from payment_state.application.context import Context
+from payment_state.application.handlers import handle
+from payment_state.application.ports import Ignored, WebhookParser
+from payment_state.application.provider_facts import apply_provider_fact
+from payment_state.domain.commands import PaymentRequest, Rejection
+from payment_state.domain.validation import (
+    check_idempotency_key,
+    parse_cancel,
+    parse_capture,
+    parse_create,
+    parse_refund,
+    valid_payment_id,
+)
+
+log = get_logger(__name__)
+COMMAND_TYPES: Final = frozenset({"CreatePayment", "CapturePayment", "CancelPayment", "RefundPayment"})
+
+
+class UnusableWebhook(ValueError):
+    """A provider event payment-state cannot act on safely (goes to the dead letters)."""
+
+
+def make_handler(ctx: Context, parsers: Mapping[str, WebhookParser]) -> BatchHandler:
+    def handle_batch(uow: UnitOfWork, events: Sequence[InboundEvent]) -> None:
+        for event in events:
+            if event.event_type == "ProviderEventReceived":
+                _provider_event(uow, ctx, parsers, event)
+            elif event.event_type in COMMAND_TYPES:
+                _command(uow, ctx, event)
+            else:
+                raise ValueError(f"payment-state does not handle {event.event_type}")
+
+    return handle_batch
+
+
+def _provider_event(
+    uow: UnitOfWork, ctx: Context, parsers: Mapping[str, WebhookParser], event: InboundEvent
+) -> None:
+    body = event.event.body
+    if body["signature_verified"] is not True:
+        raise UnusableWebhook("a provider event whose signature was not verified")
+    provider = body["provider"]
+    if provider != ctx.provider or provider not in parsers:
+        raise UnusableWebhook(f"no webhook parser for provider {provider!r}")
+    fact = parsers[provider](bytes(body["raw_body"]))
+    provider_event_id = str(body["provider_event_id"])
+    if isinstance(fact, Ignored):
+        repo.record_fact(
+            uow.conn, provider=provider, provider_event_id=provider_event_id, source="webhook",
+            fact_type=fact.provider_event_type[:100], payment_id=None, operation_id=None, outcome="ignored",
+            causation_id=event.event_id,
+        )  # fmt: skip
+        return
+    outcome = apply_provider_fact(
+        uow.conn,
+        ctx,
+        fact,
+        source="webhook",
+        provider_event_id=provider_event_id,
+        causation_id=event.event_id,
+    )
+    log.info(
+        "webhook.applied",
+        provider_event_id=provider_event_id,
+        provider_event_type=body["provider_event_type"],
+        outcome=outcome.outcome,
+        payment_id=outcome.payment_id,
+    )
+
+
+def _command_request(event: InboundEvent) -> PaymentRequest | Rejection:
+    body: dict[str, Any] = event.event.body
+    payment_id = event.event.envelope.payment_id
+    if not valid_payment_id(payment_id):
+        return Rejection(400, "invalid_payment_id", "payment_id must be 1-64 of [A-Za-z0-9_-]")
+    fields = {k: v for k, v in body.items() if k not in ("envelope", "merchant_id", "idempotency_key")}
+    match event.event_type:
+        case "CreatePayment":
+            parsed = parse_create(fields)
+            if isinstance(parsed, Rejection):
+                return parsed
+            return replace(parsed, payment_id=payment_id)
+        case "CapturePayment":
+            return parse_capture(payment_id, fields)
+        case "CancelPayment":
+            return parse_cancel(payment_id, fields)
+        case _:
+            return parse_refund(payment_id, fields)
+
+
+def _command(uow: UnitOfWork, ctx: Context, event: InboundEvent) -> None:
+    body = event.event.body
+    merchant_id, key = str(body["merchant_id"]), str(body["idempotency_key"])
+    request = check_idempotency_key(key) or _command_request(event)
+    if isinstance(request, Rejection):
+        metrics.COMMANDS.labels(event.event_type, str(request.http_status)).inc()
+        log.warning("command.rejected", event_id=event.event_id, command=event.event_type, code=request.code)
+        return
+    reply = handle(uow.conn, ctx, merchant_id, key, request)
+    metrics.COMMANDS.labels(event.event_type, str(reply.status)).inc()
+    error = reply.body.get("error")
+    log.info(
+        "command.handled",
+        event_id=event.event_id,
+        command=event.event_type,
+        payment_id=event.event.envelope.payment_id,
+        status=reply.status,
+        replayed=reply.replayed,
+        code=error["code"] if isinstance(error, dict) else None,
+    )

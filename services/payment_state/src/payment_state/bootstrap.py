@@ -1,0 +1,92 @@
+"""Wiring: the one place that builds real adapters (codec, topic catalogue, outbox, PSP client).
+
+Entrypoints call these; tests call them too with their own topic names, or build a ``Context``
+with the in-memory PSP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Final
+
+from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, TopicSpec
+from backbone.outbox.writer import OutboxWriter
+from backbone.postgres import CONNECT_TIMEOUT_S
+from backbone.psp import PspClientSettings
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from payment_state.adapters.simpsp_objects import parse_webhook
+from payment_state.application.context import Context
+from payment_state.application.ports import Psp, WebhookParser
+from payment_state.settings import (
+    DEFAULT_COMMANDS_TOPIC,
+    DEFAULT_EVENTS_TOPIC,
+    DEFAULT_PROVIDER_EVENTS_TOPIC,
+)
+
+SERVICE_NAME: Final = "payment_state"
+WEBHOOK_PARSERS: Final[dict[str, WebhookParser]] = {"simpsp": parse_webhook}
+
+
+def topic_catalogue(
+    events_topic: str = DEFAULT_EVENTS_TOPIC,
+    commands_topic: str = DEFAULT_COMMANDS_TOPIC,
+    provider_events_topic: str = DEFAULT_PROVIDER_EVENTS_TOPIC,
+) -> TopicCatalogue:
+    """The repository's catalogue; a renamed topic (tests, staging) keeps its spec and event types."""
+    base = TopicCatalogue.default()
+    specs: dict[str, TopicSpec] = {spec.name: spec for spec in base}
+    renames = {
+        DEFAULT_EVENTS_TOPIC: events_topic,
+        DEFAULT_COMMANDS_TOPIC: commands_topic,
+        DEFAULT_PROVIDER_EVENTS_TOPIC: provider_events_topic,
+    }
+    for default, actual in renames.items():
+        if actual != default and actual not in specs:
+            specs[actual] = replace(specs[default], name=actual)
+            specs[actual + DLQ_SUFFIX] = replace(specs[default + DLQ_SUFFIX], name=actual + DLQ_SUFFIX)
+    return TopicCatalogue(specs.values())
+
+
+def codec() -> AvroCodec:
+    return AvroCodec(SchemaCatalogue.default())
+
+
+def context(provider: str, events_topic: str, catalogue: TopicCatalogue, avro: AvroCodec) -> Context:
+    return Context(
+        provider=provider, outbox=OutboxWriter(avro, catalogue, SERVICE_NAME), events_topic=events_topic
+    )
+
+
+def pool(url: str, size_max: int, name: str, *, size_min: int = 2) -> ConnectionPool:
+    """Autocommit connections: writers open ``conn.transaction()`` explicitly, reads need none."""
+    return ConnectionPool(
+        url,
+        min_size=min(size_min, size_max),
+        max_size=size_max,
+        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S, "application_name": name},
+        name=name,
+        open=True,
+        timeout=CONNECT_TIMEOUT_S,
+    )
+
+
+def async_pool(url: str, size: int, name: str) -> AsyncConnectionPool:
+    """For the event loop (status reads); opened by the caller inside the loop (``await open()``)."""
+    return AsyncConnectionPool(
+        url,
+        min_size=size,
+        max_size=size,
+        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S, "application_name": name},
+        name=name,
+        open=False,
+        timeout=CONNECT_TIMEOUT_S,
+    )
+
+
+def psp(settings: PspClientSettings) -> Psp:
+    """The real provider adapter (the simulator's Stripe-like API through ``backbone.psp``)."""
+    from payment_state.adapters.simpsp import SimPsp  # noqa: PLC0415 - only the executor needs it
+
+    return SimPsp.from_settings(settings)

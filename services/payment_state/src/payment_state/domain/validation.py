@@ -1,0 +1,198 @@
+"""Turning an untrusted request body (HTTP JSON or a command's fields) into a typed request.
+
+Pure. Checks run in this order, so that nothing sensitive is ever echoed or stored:
+1. card data anywhere in the body (a Luhn-valid run of 12-19 digits in any key or value, or a
+   field named like a card security code or card number): ``card_data_rejected``;
+2. an MT5 login supplied by the caller (the login comes from mt5-credit's deposit intent, never
+   from the browser): ``mt5_login_not_accepted``;
+3. the request's own fields: unknown fields, types, ranges; each with its own code.
+Error messages name the field, never its value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
+
+from backbone.carddata import find_card_number
+from backbone.money import AMOUNT_MINOR_ABS_MAX, MoneyError, currency_exponent
+
+from payment_state.domain.commands import (
+    CancelRequest,
+    CaptureRequest,
+    CreatePaymentRequest,
+    RefundRequest,
+    Rejection,
+)
+from payment_state.domain.model import CaptureMethod
+
+_CARD_FIELDS: Final = frozenset(
+    {
+        "cvv", "cvc", "cvv2", "cvc2", "cvn", "cid", "csc", "securitycode", "cardsecuritycode",
+        "cardverificationcode", "cardverificationvalue", "cardnumber", "pan", "primaryaccountnumber",
+        "track1", "track2", "trackdata", "pin", "pinblock",
+    }
+)  # fmt: skip
+_SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+_TOKEN: Final = re.compile(r"^[A-Za-z0-9_\-]{1,255}$")
+_IDEMPOTENCY_KEY: Final = re.compile(r"^[\x21-\x7e]{1,255}$")
+REASON_CHARS_MAX: Final = 500
+NESTING_MAX: Final = 16
+
+T = TypeVar("T")
+
+
+def looks_like_card_number(text: str) -> bool:
+    """True if ``text`` contains something shaped like a card number (backbone.carddata's rules:
+    Luhn-valid 12-19 digits with a network prefix, plain or grouped; ids and UUIDs are not cards)."""
+    return find_card_number(text)
+
+
+def _normalized_name(key: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", key.lower())
+
+
+def _card_key(key: str) -> bool:
+    return _normalized_name(key) in _CARD_FIELDS or looks_like_card_number(key)
+
+
+def contains_card_data(value: Any, depth: int = 0) -> bool:
+    """Search every key and scalar of a JSON value for card data."""
+    if depth > NESTING_MAX:
+        return True  # deeper than any request of ours: refuse rather than search without a bound
+    if isinstance(value, Mapping):
+        return any(_card_key(str(k)) or contains_card_data(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return any(contains_card_data(item, depth + 1) for item in value)
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return looks_like_card_number(str(value))
+    return False
+
+
+def _mentions_mt5_login(body: Mapping[str, Any]) -> bool:
+    return any("mt5" in _normalized_name(str(k)) or _normalized_name(str(k)) == "login" for k in body)
+
+
+class _Invalid(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.rejection = Rejection(400, code, message)
+
+
+def _screen(body: object, allowed: frozenset[str]) -> Mapping[str, Any]:
+    if contains_card_data(body):
+        raise _Invalid(
+            "card_data_rejected", "card numbers and security codes are never accepted; send a token"
+        )
+    if not isinstance(body, Mapping):
+        raise _Invalid("invalid_body", "the body must be a JSON object")
+    if _mentions_mt5_login(body):
+        raise _Invalid(
+            "mt5_login_not_accepted", "the MT5 account comes from the deposit intent, never the request"
+        )
+    unknown = sorted(str(k) for k in body if k not in allowed)
+    if unknown:
+        raise _Invalid("unknown_field", f"unknown field(s): {', '.join(unknown)[:200]}")
+    return body
+
+
+def _amount(body: Mapping[str, Any], name: str = "amount_minor") -> int:
+    value = body.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid("invalid_amount", f"{name} must be an integer number of minor units")
+    if not 0 < value <= AMOUNT_MINOR_ABS_MAX:
+        raise _Invalid("invalid_amount", f"{name} must be positive")
+    return value
+
+
+def _currency(body: Mapping[str, Any]) -> str:
+    value = body.get("currency")
+    if not isinstance(value, str) or value != value.upper():
+        raise _Invalid("invalid_currency", "currency must be an upper-case ISO 4217 code")
+    try:
+        currency_exponent(value)
+    except MoneyError:
+        raise _Invalid("invalid_currency", "currency is not a supported ISO 4217 code") from None
+    return value
+
+
+def _optional_text(body: Mapping[str, Any], name: str, pattern: re.Pattern[str] | None = None) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= REASON_CHARS_MAX:
+        raise _Invalid(f"invalid_{name}", f"{name} must be a non-empty string")
+    if pattern is not None and not pattern.fullmatch(value):
+        raise _Invalid(f"invalid_{name}", f"{name} has characters that are not allowed")
+    return value
+
+
+def _guarded(parse: Callable[[], T]) -> T | Rejection:
+    try:
+        return parse()
+    except _Invalid as invalid:
+        return invalid.rejection
+
+
+_CREATE_FIELDS: Final = frozenset(
+    {"amount_minor", "currency", "payment_method_token", "capture_method", "deposit_reference"}
+)
+
+
+def parse_create(body: object) -> CreatePaymentRequest | Rejection:
+    def parse() -> CreatePaymentRequest:
+        fields = _screen(body, _CREATE_FIELDS)
+        token = fields.get("payment_method_token")
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            raise _Invalid("invalid_payment_method_token", "payment_method_token must be a provider token")
+        method = fields.get("capture_method", "manual")
+        if method not in ("manual", "automatic"):
+            raise _Invalid("invalid_capture_method", "capture_method must be 'manual' or 'automatic'")
+        return CreatePaymentRequest(
+            amount_minor=_amount(fields),
+            currency=_currency(fields),
+            payment_method_token=token,
+            capture_method=CaptureMethod(method),
+            deposit_reference=_optional_text(fields, "deposit_reference", _SAFE_ID),
+        )
+
+    return _guarded(parse)
+
+
+def parse_capture(payment_id: str, body: object) -> CaptureRequest | Rejection:
+    def parse() -> CaptureRequest:
+        fields = _screen(body, frozenset({"amount_minor", "currency"}))
+        if fields.get("amount_minor") is None and fields.get("currency") is None:
+            return CaptureRequest(payment_id)
+        return CaptureRequest(payment_id, _amount(fields), _currency(fields))
+
+    return _guarded(parse)
+
+
+def parse_cancel(payment_id: str, body: object) -> CancelRequest | Rejection:
+    def parse() -> CancelRequest:
+        fields = _screen(body, frozenset({"reason"}))
+        return CancelRequest(payment_id, _optional_text(fields, "reason"))
+
+    return _guarded(parse)
+
+
+def parse_refund(payment_id: str, body: object) -> RefundRequest | Rejection:
+    def parse() -> RefundRequest:
+        fields = _screen(body, frozenset({"amount_minor", "currency", "reason"}))
+        return RefundRequest(payment_id, _amount(fields), _currency(fields), _optional_text(fields, "reason"))
+
+    return _guarded(parse)
+
+
+def valid_payment_id(payment_id: str) -> bool:
+    return _SAFE_ID.fullmatch(payment_id) is not None
+
+
+def check_idempotency_key(key: str | None) -> Rejection | None:
+    if key is None or key == "":
+        return Rejection(400, "idempotency_key_missing", "send an Idempotency-Key header")
+    if not _IDEMPOTENCY_KEY.fullmatch(key):
+        return Rejection(400, "invalid_idempotency_key", "Idempotency-Key: 1-255 printable ASCII characters")
+    return None

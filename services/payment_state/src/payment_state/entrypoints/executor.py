@@ -1,0 +1,145 @@
+"""``python -m payment_state executor``: drives operations at the PSP until SIGTERM.
+
+Wakes on NOTIFY ``payment_state_operations`` (a new operation committed) with a fallback poll;
+SIGTERM lets the current batch finish (provider calls are bounded by their timeouts).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import psycopg
+from backbone.health import Health
+from backbone.logs import configure_logging, get_logger
+from backbone.postgres import connect, is_infrastructure_error
+from backbone.psp import PspClientSettings
+from backbone.runtime import health_for, stop_on_signals
+from backbone.settings import SettingsError, load_settings
+
+from payment_state import bootstrap
+from payment_state.adapters import repository as repo
+from payment_state.application.executor import ExecutorConfig, OperationExecutor
+from payment_state.settings import ExecutorSettings
+
+log = get_logger(__name__)
+NOTIFY_CHANNEL = "payment_state_operations"
+_HOUSEKEEPING_INTERVAL_S = 10.0
+_PRUNE_BATCH_MAX = 10_000
+_ERROR_BACKOFF_MAX_S = 10.0
+
+
+class ExecutorLoop:
+    def __init__(
+        self,
+        executor: OperationExecutor,
+        database_url: str,
+        poll_interval_ms: int,
+        health: Health,
+        key_retention_s: int,
+    ) -> None:
+        self._executor = executor
+        self._key_retention_s = key_retention_s
+        self._url = database_url
+        self._poll_s = poll_interval_ms / 1000
+        self._health = health
+        self._stop = threading.Event()
+        self._listen: psycopg.Connection | None = None
+        self._last_metrics = 0.0
+        self._failures = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        log.info("executor.started")
+        while not self._stop.is_set():
+            self._health.beat()
+            try:
+                self._step()
+                self._failures = 0
+            except Exception as exc:
+                if not is_infrastructure_error(exc):
+                    raise
+                self._failures += 1
+                self._health.set("database", False, str(exc)[:200])
+                log.warning("executor.database_unavailable", error=str(exc)[:200])
+                self._drop_listener()
+                self._stop.wait(min(_ERROR_BACKOFF_MAX_S, 0.2 * 2 ** min(self._failures, 10)))
+        self._executor.close()
+        self._drop_listener()
+        log.info("executor.stopped")
+
+    def _step(self) -> None:
+        listener = self._listener()
+        for _ in listener.notifies(timeout=0):  # drain: the claim below sees what they announced
+            pass
+        claimed = self._executor.run_once()
+        self._health.set("database", True)
+        if time.monotonic() - self._last_metrics > _HOUSEKEEPING_INTERVAL_S:
+            self._last_metrics = time.monotonic()
+            self._executor.refresh_metrics()
+            self._prune_keys(listener)
+        if claimed == 0:
+            for _ in listener.notifies(timeout=self._poll_s, stop_after=1):
+                break
+
+    def _prune_keys(self, conn: psycopg.Connection) -> None:
+        pruned = repo.prune_idempotency_keys(conn, self._key_retention_s, _PRUNE_BATCH_MAX)
+        if pruned:
+            log.info("executor.idempotency_keys_pruned", count=pruned)
+
+    def _listener(self) -> psycopg.Connection:
+        if self._listen is None or self._listen.closed:
+            self._listen = connect(
+                self._url, autocommit=True, application_name="payment-state-executor-listen"
+            )
+            self._listen.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        return self._listen
+
+    def _drop_listener(self) -> None:
+        if self._listen is not None:
+            self._listen.close()
+            self._listen = None
+
+
+def _load_settings() -> tuple[ExecutorSettings, PspClientSettings]:
+    """Both settings objects, or exit 2 naming every bad variable of both at once."""
+    problems: list[str] = []
+    loaded: list[object] = []
+    for cls in (ExecutorSettings, PspClientSettings):
+        try:
+            loaded.append(load_settings(cls))
+        except SettingsError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        print(SettingsError(problems), file=sys.stderr)
+        raise SystemExit(2)
+    executor_settings, psp_settings = loaded
+    assert isinstance(executor_settings, ExecutorSettings) and isinstance(psp_settings, PspClientSettings)
+    return executor_settings, psp_settings
+
+
+def main() -> None:
+    settings, psp_settings = _load_settings()
+    configure_logging("payment_state-executor")
+    health = health_for(settings.health_port)
+    url = settings.database_url.reveal()
+    pool = bootstrap.pool(url, settings.db_pool_size_max, "payment-state-executor")
+    catalogue = bootstrap.topic_catalogue(events_topic=settings.events_topic)
+    ctx = bootstrap.context(settings.provider, settings.events_topic, catalogue, bootstrap.codec())
+    config = ExecutorConfig(
+        worker_id=settings.resolved_worker_id(),
+        batch_size_max=settings.batch_size_max,
+        lease_ms=settings.lease_ms,
+        concurrency=settings.concurrency,
+        policy=settings.policy(),
+    )
+    executor = OperationExecutor(pool, bootstrap.psp(psp_settings), ctx, config)
+    loop = ExecutorLoop(executor, url, settings.poll_interval_ms, health, settings.key_retention_s)
+    stop_on_signals(loop.stop, "executor")
+    try:
+        loop.run()
+    finally:
+        pool.close()

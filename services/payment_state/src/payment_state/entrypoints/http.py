@@ -1,0 +1,220 @@
+"""The HTTP API (aiohttp): create, capture, cancel, refund, get; plus /healthz /readyz /metrics.
+
+Order of checks on a money-moving call, each failing with a 4xx and a machine-readable code and
+changing nothing: bearer token (401) → body size (413) → JSON (400 ``malformed_json``) → card data,
+MT5 login and fields (400, see ``domain.validation``) → ``Idempotency-Key`` (400) → the handler
+(404 for a payment the merchant cannot see, 409/422 for refusals, replays of earlier answers).
+Money-moving calls run their database work on a bounded thread pool (the handlers are shared with
+the synchronous commands consumer); status reads run on the event loop with their own small async
+pool, so they never queue behind creates waiting for their commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from aiohttp import web
+from backbone.health import Health, aiohttp_routes
+from backbone.logs import get_logger
+from backbone.postgres import is_infrastructure_error
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from payment_state.adapters import repository as repo
+from payment_state.application import metrics
+from payment_state.application.context import Context
+from payment_state.application.handlers import Contention, Reply, handle, rejection_reply
+from payment_state.application.views import error_body, payment_view
+from payment_state.domain.commands import PaymentRequest, Rejection
+from payment_state.domain.validation import (
+    check_idempotency_key,
+    parse_cancel,
+    parse_capture,
+    parse_create,
+    parse_refund,
+    valid_payment_id,
+)
+
+log = get_logger(__name__)
+T = TypeVar("T")
+_JSON: Final = "application/json"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+BODY_MAX_BYTES: Final = web.AppKey("body_max_bytes", int)
+
+
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=json.dumps(body).encode(), content_type=_JSON, headers=headers)
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return _json(status, error_body(code, message))
+
+
+@dataclass(frozen=True)
+class DbLane:
+    """A connection pool with the threads that use it (money-moving calls: their handlers are the
+    synchronous ones the commands consumer shares)."""
+
+    pool: ConnectionPool
+    threads: ThreadPoolExecutor
+
+    async def run(self, work: Callable[[ConnectionPool], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.threads, work, self.pool)
+
+    def close(self) -> None:
+        self.threads.shutdown(wait=True)
+        self.pool.close()
+
+
+class Api:
+    """Status reads run on the event loop with their own async pool: they never queue behind
+    creates waiting for their commit, and never hop threads."""
+
+    def __init__(
+        self, writes: DbLane, reads: AsyncConnectionPool, ctx: Context, tokens: dict[str, str]
+    ) -> None:
+        self._writes = writes
+        self._reads = reads
+        self._ctx = ctx
+        self._tokens = tokens
+
+    # -- routes ------------------------------------------------------------------------------------
+
+    async def create(self, request: web.Request) -> web.StreamResponse:
+        return await self._money_call(request, parse_create)
+
+    async def capture(self, request: web.Request) -> web.StreamResponse:
+        return await self._money_call(
+            request, lambda body: parse_capture(request.match_info["payment_id"], body)
+        )
+
+    async def cancel(self, request: web.Request) -> web.StreamResponse:
+        return await self._money_call(
+            request, lambda body: parse_cancel(request.match_info["payment_id"], body)
+        )
+
+    async def refund(self, request: web.Request) -> web.StreamResponse:
+        return await self._money_call(
+            request, lambda body: parse_refund(request.match_info["payment_id"], body)
+        )
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        merchant_id = self._merchant(request)
+        if merchant_id is None:
+            return _unauthenticated()
+        payment_id = request.match_info["payment_id"]
+        if not valid_payment_id(payment_id):
+            return _error(404, "payment_not_found", "no such payment")
+        async with self._reads.connection() as conn:
+            state = await repo.load_state_async(conn, payment_id, merchant_id=merchant_id)
+        if state is None:
+            return _error(404, "payment_not_found", "no such payment")
+        return _json(200, {"payment": payment_view(state)})
+
+    # -- the shared path of money-moving calls ---------------------------------------------------
+
+    async def _money_call(
+        self, request: web.Request, parse: Callable[[object], PaymentRequest | Rejection]
+    ) -> web.StreamResponse:
+        merchant_id = self._merchant(request)
+        if merchant_id is None:
+            return _unauthenticated()
+        payment_id = request.match_info.get("payment_id")
+        if payment_id is not None and not valid_payment_id(payment_id):
+            return _error(404, "payment_not_found", "no such payment")
+        body = await _read_json(request)
+        if isinstance(body, web.Response):
+            return body
+        parsed = parse(body)
+        key = request.headers.get("Idempotency-Key")
+        problem = parsed if isinstance(parsed, Rejection) else check_idempotency_key(key)
+        if problem is not None:
+            return _reply(rejection_reply(problem))
+        assert key is not None and not isinstance(parsed, Rejection)
+        reply = await self._writes.run(lambda pool: self._handle(pool, merchant_id, key, parsed))
+        if reply.replayed:
+            metrics.IDEMPOTENT_REPLAYS.labels(request.method + " " + _route(request)).inc()
+        return _reply(reply)
+
+    def _handle(self, pool: ConnectionPool, merchant_id: str, key: str, request: PaymentRequest) -> Reply:
+        with pool.connection() as conn, conn.transaction():
+            return handle(conn, self._ctx, merchant_id, key, request)
+
+    def _merchant(self, request: web.Request) -> str | None:
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        return self._tokens.get(token.strip()) if scheme.lower() == "bearer" else None
+
+
+def _unauthenticated() -> web.Response:
+    body = error_body("unauthenticated", "send Authorization: Bearer <token>")
+    return _json(401, body, {"WWW-Authenticate": "Bearer"})
+
+
+def _reply(reply: Reply) -> web.Response:
+    headers = {"Idempotent-Replayed": "true"} if reply.replayed else None
+    return _json(reply.status, reply.body, headers)
+
+
+async def _read_json(request: web.Request) -> object | web.Response:
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _error(
+            413, "body_too_large", f"request bodies are limited to {request.app[BODY_MAX_BYTES]} bytes"
+        )
+    if not raw.strip():
+        return {}
+    try:
+        parsed: object = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return _error(400, "malformed_json", "the body is not valid JSON")
+    return parsed
+
+
+def _route(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+@web.middleware
+async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Metrics per route, and errors as JSON: a bug is a 500, a database outage a 503."""
+    route = _route(request)
+    with metrics.HTTP_SECONDS.labels(route).time():
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:  # unmatched route (404), wrong method (405)
+            code = "not_found" if exc.status == 404 else "http_error"
+            response = _error(exc.status, code, exc.reason)
+        except Contention:
+            response = _error(503, "busy", "the payment is changing quickly; retry with the same key")
+        except Exception as exc:
+            if is_infrastructure_error(exc):
+                log.warning("http.database_unavailable", route=route, error=str(exc)[:200])
+                response = _error(503, "unavailable", "temporarily unavailable; retry with the same key")
+            else:
+                log.exception("http.internal_error", route=route)
+                response = _error(500, "internal_error", "internal error")
+    metrics.HTTP_REQUESTS.labels(route, str(response.status)).inc()
+    return response
+
+
+def build_app(api: Api, health: Health, body_max_bytes: int) -> web.Application:
+    app = web.Application(client_max_size=body_max_bytes, middlewares=[_observe])
+    app[BODY_MAX_BYTES] = body_max_bytes
+    app.add_routes(
+        [
+            web.post("/payments", api.create),
+            web.post("/payments/{payment_id}/capture", api.capture),
+            web.post("/payments/{payment_id}/cancel", api.cancel),
+            web.post("/payments/{payment_id}/refunds", api.refund),
+            web.get("/payments/{payment_id}", api.get),
+            *aiohttp_routes(health),
+        ]
+    )
+    return app

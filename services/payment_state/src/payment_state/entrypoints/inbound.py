@@ -1,0 +1,38 @@
+"""``python -m payment_state inbound``: the idempotent consumer of payments.commands and
+psp.provider-events (``CONSUMER_NAME`` defaults to ``payment-state-inbound``, ``CONSUMER_TOPICS``
+to the two topics named by ``PAYMENT_STATE_COMMANDS_TOPIC`` / ``PAYMENT_STATE_PROVIDER_EVENTS_TOPIC``)."""
+
+from __future__ import annotations
+
+import os
+
+from backbone.avro import AvroCodec
+from backbone.consumer.loop import run_consumer_from_env
+from backbone.consumer.messages import BatchHandler
+from backbone.consumer.settings import ConsumerSettings
+from backbone.kafka.topics import TopicCatalogue
+from backbone.outbox.writer import OutboxWriter
+
+from payment_state import bootstrap
+from payment_state.application.inbound import make_handler
+from payment_state.settings import DEFAULT_COMMANDS_TOPIC, DEFAULT_PROVIDER_EVENTS_TOPIC, InboundSettings
+
+DEFAULT_CONSUMER_NAME = "payment-state-inbound"
+
+
+def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter | None]:
+    assert isinstance(settings, InboundSettings)
+    catalogue = bootstrap.topic_catalogue(
+        settings.events_topic, settings.commands_topic, settings.provider_events_topic
+    )
+    avro = bootstrap.codec()
+    ctx = bootstrap.context(settings.provider, settings.events_topic, catalogue, avro)
+    return make_handler(ctx, bootstrap.WEBHOOK_PARSERS), avro, catalogue, ctx.outbox
+
+
+def main() -> None:
+    commands = os.environ.get("PAYMENT_STATE_COMMANDS_TOPIC") or DEFAULT_COMMANDS_TOPIC
+    provider_events = os.environ.get("PAYMENT_STATE_PROVIDER_EVENTS_TOPIC") or DEFAULT_PROVIDER_EVENTS_TOPIC
+    os.environ.setdefault("CONSUMER_NAME", DEFAULT_CONSUMER_NAME)
+    os.environ.setdefault("CONSUMER_TOPICS", f"{commands},{provider_events}")
+    run_consumer_from_env(build, InboundSettings)

@@ -1,0 +1,118 @@
+"""Settings of payment-state's processes, from the environment, parsed once, failing fast.
+
+Processes: ``api`` (HTTP), ``executor`` (calls the PSP), ``inbound`` (the commands topic and the
+provider events topic, through the backbone's idempotent consumer: its ``CONSUMER_*`` variables
+apply) and ``relay`` (the backbone's outbox relay: ``OUTBOX_*``). Secrets (database URL, API
+tokens, PSP key) are ``Secret``s: never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass
+from typing import Final
+
+from backbone.consumer.settings import ConsumerSettings
+from backbone.kafka.topics import topic_name
+from backbone.settings import Secret, SettingsError, setting
+
+from payment_state.domain.recovery import RecoveryPolicy
+
+# In this process's topic namespace (KAFKA_TOPIC_PREFIX, read once at import, i.e. at process start).
+DEFAULT_EVENTS_TOPIC: Final = topic_name("payments.events")
+DEFAULT_COMMANDS_TOPIC: Final = topic_name("payments.commands")
+DEFAULT_PROVIDER_EVENTS_TOPIC: Final = topic_name("psp.provider-events")
+_TOKEN_ENTRY: Final = re.compile(r"^([\x21-\x7e]{16,256})=([A-Za-z0-9_\-]{1,64})$")
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    database_url: Secret = setting("DATABASE_URL", secret=True, doc="payment-state's database")
+    api_tokens: Secret = setting(
+        "PAYMENT_STATE_API_TOKENS", secret=True, doc="bearer tokens: 'token=merchant_id,token2=merchant_id2'"
+    )
+    http_host: str = setting("PAYMENT_STATE_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
+    http_port: int = setting("PAYMENT_STATE_HTTP_PORT", 8082, doc="HTTP API, /healthz, /readyz, /metrics")
+    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp", doc="the PSP new payments go to")
+    body_max_bytes: int = setting("PAYMENT_STATE_BODY_MAX_BYTES", 16_384, doc="request bodies above: 413")
+    db_pool_size_max: int = setting(
+        "PAYMENT_STATE_DB_POOL_SIZE_MAX", 32, doc="connections (and threads) for money-moving calls"
+    )
+    read_pool_size_max: int = setting(
+        "PAYMENT_STATE_READ_POOL_SIZE_MAX", 4, doc="connections (and threads) for status reads"
+    )
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """The executor's own settings; the PSP client's (PSP_BASE_URL, PSP_API_KEY, PSP_TIMEOUT_MS, ...)
+    are ``backbone.psp.PspClientSettings``."""
+
+    database_url: Secret = setting("DATABASE_URL", secret=True)
+    events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC)
+    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp")
+    worker_id: str = setting("EXECUTOR_WORKER_ID", "", doc="default: host name and pid")
+    batch_size_max: int = setting(
+        "EXECUTOR_BATCH_SIZE_MAX", 16, doc="operations claimed per pass (each waits its turn under the lease)"
+    )
+    concurrency: int = setting("EXECUTOR_CONCURRENCY", 8, doc="provider calls in parallel")
+    lease_ms: int = setting(
+        "EXECUTOR_LEASE_MS",
+        60_000,
+        doc="claim lease; > batch / concurrency x 2 x PSP_TIMEOUT_MS (a lookup and a resend per operation)",
+    )
+    poll_interval_ms: int = setting("EXECUTOR_POLL_INTERVAL_MS", 1_000, doc="fallback poll without NOTIFY")
+    backoff_initial_ms: int = setting("RECOVERY_BACKOFF_INITIAL_MS", 1_000, doc="first lookup of UNKNOWN")
+    backoff_max_ms: int = setting("RECOVERY_BACKOFF_MAX_MS", 300_000, doc="lookup backoff cap")
+    attempts_before_case: int = setting("RECOVERY_ATTEMPTS_BEFORE_CASE", 12, doc="then a case for a person")
+    recheck_interval_ms: int = setting(
+        "RECOVERY_RECHECK_INTERVAL_MS", 60_000, doc="3-D Secure / pending refund"
+    )
+    idempotency_window_s: int = setting(
+        "PSP_IDEMPOTENCY_WINDOW_S", 23 * 3600, doc="the PSP keeps keys 24 h; resend only within this"
+    )
+    db_pool_size_max: int = setting("PAYMENT_STATE_DB_POOL_SIZE_MAX", 12)
+    key_retention_s: int = setting(
+        "IDEMPOTENCY_KEY_RETENTION_S", 30 * 24 * 3600, doc="caller keys older than this are forgotten"
+    )
+    health_port: int = setting("HEALTH_PORT", 0, doc="0 disables /healthz, /readyz, /metrics")
+
+    def policy(self) -> RecoveryPolicy:
+        return RecoveryPolicy(
+            backoff_initial_ms=self.backoff_initial_ms,
+            backoff_max_ms=self.backoff_max_ms,
+            attempts_before_case=self.attempts_before_case,
+            idempotency_window_ms=self.idempotency_window_s * 1000,
+            recheck_interval_ms=self.recheck_interval_ms,
+        )
+
+    def resolved_worker_id(self) -> str:
+        return self.worker_id or f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class InboundSettings(ConsumerSettings):
+    """The consumer of payments.commands and psp.provider-events (CONSUMER_* from the backbone)."""
+
+    events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC)
+    commands_topic: str = setting("PAYMENT_STATE_COMMANDS_TOPIC", DEFAULT_COMMANDS_TOPIC)
+    provider_events_topic: str = setting("PAYMENT_STATE_PROVIDER_EVENTS_TOPIC", DEFAULT_PROVIDER_EVENTS_TOPIC)
+    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp")
+
+
+def parse_api_tokens(tokens: Secret) -> dict[str, str]:
+    """``token=merchant,...`` to {token: merchant}; the error never quotes a token."""
+    mapping: dict[str, str] = {}
+    for index, entry in enumerate(part.strip() for part in tokens.reveal().split(",")):
+        match = _TOKEN_ENTRY.match(entry)
+        if match is None:
+            raise SettingsError(
+                [
+                    f"PAYMENT_STATE_API_TOKENS entry #{index + 1} is invalid:"
+                    " want token=merchant_id, the token 16 characters or more"
+                ]
+            )
+        mapping[match.group(1)] = match.group(2)
+    return mapping
