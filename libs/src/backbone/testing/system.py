@@ -1,0 +1,253 @@
+"""The whole product as real processes on one Kafka + PostgreSQL: for end-to-end tests and the demo.
+
+It starts processes by command only (``python -m <service> <command>``), never importing a service:
+both simulators, the webhook gateway, payment-state, mt5-credit and the ledger, each with its own
+fresh database (migrated from its ``migrations/``) and every topic in a fresh namespace
+(``KAFKA_TOPIC_PREFIX``), so runs never see each other's data. Timings are short so that faults
+resolve in seconds (the call budget and leases stay related the way the services check at start).
+
+    with System(stack, workdir).start() as system:
+        system.mt5.control.create_group(...)
+        system.http("POST", system.urls.payment_state + "/payments", body, token=..., key=...)
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from backbone.mt5.testing import MANAGER_LOGIN, MANAGER_PASSWORD, SimulatorProcess
+from backbone.testing import databases
+from backbone.testing.kafka import topic_namespace
+from backbone.testing.processes import Proc, wait_until
+from backbone.testing.stack import REPO_ROOT, Stack, free_port
+
+PSP_API_KEY: Final = "sk_test_system_0123456789"
+WEBHOOK_SECRET: Final = "whsec_system_0123456789abcdef"  # noqa: S105 - a test value
+MERCHANT: Final = "broker-eu"
+MERCHANT_TOKEN: Final = "system-merchant-token-0123456789"  # noqa: S105 - a test value
+CREDIT_TOKEN: Final = "system-credit-token-0123456789"  # noqa: S105 - a test value
+CREDIT_ADMIN_TOKEN: Final = "system-credit-admin-0123456789"  # noqa: S105 - a test value
+LEDGER_TOKEN: Final = "system-ledger-token-0123456789"  # noqa: S105 - a test value
+MT5_GROUP: Final = "real\\usd"
+
+# MT5 call budget = lock 1 s + connect 1 s + 4 x call 1 s = 6 s; lease 8 s >= budget + 1 s margin.
+MT5_WORKER_ENV: Final = {
+    "MT5_CALL_TIMEOUT_MS": "1000",
+    "MT5_LOCK_TIMEOUT_MS": "1000",
+    "MT5_CONNECT_TIMEOUT_MS": "1000",
+    "CREDIT_LEASE_MS": "8000",
+    "CREDIT_LEASE_MARGIN_MS": "1000",
+    "RESOLVE_DEAD_MARGIN_MS": "500",
+    "RESOLVE_BACKOFF_BASE_MS": "200",
+    "RESOLVE_BACKOFF_CAP_MS": "1000",
+    "CREDIT_POLL_INTERVAL_MS": "50",
+    "CREDIT_LANES": "2",
+}
+CONSUMER_ENV: Final = {"CONSUMER_POLL_TIMEOUT_MS": "100", "CONSUMER_BATCH_LINGER_MS": "5"}
+RELAY_ENV: Final = {"OUTBOX_POLL_INTERVAL_MS": "100"}
+
+
+def _migrations(service: str) -> Path:
+    return REPO_ROOT / "services" / service / "migrations"
+
+
+@dataclass
+class Urls:
+    psp: str = ""
+    psp_control: str = ""
+    gateway: str = ""
+    payment_state: str = ""
+    mt5_credit: str = ""
+    ledger: str = ""
+
+
+@dataclass
+class System:
+    stack: Stack
+    workdir: Path
+    urls: Urls = field(default_factory=Urls)
+    procs: dict[str, Proc] = field(default_factory=dict)
+    dbs: dict[str, str] = field(default_factory=dict)
+    prefix: str = ""
+    mt5: SimulatorProcess | None = None
+    with_ledger: bool = True
+
+    def start(self) -> System:
+        self._namespace = topic_namespace(self.stack.kafka_bootstrap)
+        self.prefix = self._namespace.__enter__()
+        try:
+            self._start_all()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> System:
+        return self
+
+    def __exit__(self, *_: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+        if self.mt5 is not None:
+            self.mt5.kill()
+        for url in self.dbs.values():
+            databases.drop_database(self.stack.pg_admin_url, url)
+        if self.prefix:
+            self._namespace.__exit__(None, None, None)
+            self.prefix = ""
+
+    # --- processes ------------------------------------------------------------------------------
+
+    def _db(self, service: str, migrated: bool = True) -> str:
+        url = databases.create_database(
+            self.stack.pg_admin_url, [_migrations(service)] if migrated else [], prefix=f"sys_{service}"
+        )
+        self.dbs[service] = url
+        return url
+
+    def _run(self, name: str, args: list[str], env: dict[str, str]) -> Proc:
+        base = {"KAFKA_BOOTSTRAP_SERVERS": self.stack.kafka_bootstrap, "KAFKA_TOPIC_PREFIX": self.prefix}
+        proc = Proc(args, {**base, **env}, self.workdir / f"{name}.log")
+        self.procs[name] = proc
+        return proc
+
+    def _start_all(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.mt5 = SimulatorProcess(self._db("mt5_sim", migrated=False), self.workdir).start()
+        self.mt5.control.create_group(MT5_GROUP, "USD", 2)
+        self._start_gateway()
+        self._start_psp()
+        self._start_payment_state()
+        self._start_mt5_credit()
+        if self.with_ledger:
+            self._start_ledger()
+        for name, url in (
+            ("gateway", self.urls.gateway + "/healthz"),
+            ("psp_sim", self.urls.psp + "/healthz"),
+            ("payment_state", self.urls.payment_state + "/healthz"),
+            ("mt5_credit", self.urls.mt5_credit + "/healthz"),
+            *([("ledger", self.urls.ledger + "/healthz")] if self.with_ledger else []),
+        ):
+            wait_until(functools.partial(_answers, url), 60, f"{name} to answer", alive=self._all_alive)
+
+    def _all_alive(self) -> bool:
+        dead = [n for n, p in self.procs.items() if p.popen.poll() is not None]
+        if dead:
+            raise AssertionError(f"process(es) died: {dead}; logs in {self.workdir}")
+        return True
+
+    def _start_gateway(self) -> None:
+        url, port = self._db("webhook_gateway"), free_port()
+        self.urls.gateway = f"http://127.0.0.1:{port}"
+        env = {"DATABASE_URL": url, "SIMPSP_WEBHOOK_SECRET": WEBHOOK_SECRET, "HTTP_PORT": str(port)}
+        self._run("gateway", ["-m", "webhook_gateway", "serve"], env)
+        self._run("gateway-relay", ["-m", "webhook_gateway", "relay"], {"DATABASE_URL": url, **RELAY_ENV})
+
+    def _start_psp(self) -> None:
+        api, control = free_port(), free_port()
+        self.urls.psp, self.urls.psp_control = f"http://127.0.0.1:{api}", f"http://127.0.0.1:{control}"
+        env = {
+            "DATABASE_URL": self._db("psp_sim", migrated=False),
+            "PSP_SIM_API_KEY": PSP_API_KEY,
+            "PSP_SIM_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "PSP_SIM_WEBHOOK_URL": f"{self.urls.gateway}/providers/simpsp/webhooks",
+            "PSP_SIM_API_PORT": str(api),
+            "PSP_SIM_CONTROL_PORT": str(control),
+            "PSP_SIM_WEBHOOK_BACKOFF_INITIAL_MS": "100",
+            "PSP_SIM_WEBHOOK_BACKOFF_MAX_MS": "1000",
+            "PSP_SIM_WEBHOOK_POLL_INTERVAL_MS": "50",
+        }
+        self._run("psp_sim", ["-m", "psp_sim"], env)
+
+    def _start_payment_state(self) -> None:
+        url, port = self._db("payment_state"), free_port()
+        self.urls.payment_state = f"http://127.0.0.1:{port}"
+        db = {"DATABASE_URL": url}
+        psp = {"PSP_BASE_URL": self.urls.psp, "PSP_API_KEY": PSP_API_KEY, "PSP_TIMEOUT_MS": "2000"}
+        api_env = {
+            **db,
+            "PAYMENT_STATE_API_TOKENS": f"{MERCHANT_TOKEN}={MERCHANT}",
+            "PAYMENT_STATE_HTTP_PORT": str(port),
+            "PAYMENT_STATE_DB_POOL_SIZE_MAX": "4",
+        }
+        self._run("payment_state-api", ["-m", "payment_state", "api"], api_env)
+        self._run("payment_state-executor", ["-m", "payment_state", "executor"], {**db, **psp})
+        self._run("payment_state-inbound", ["-m", "payment_state", "inbound"], {**db, **CONSUMER_ENV})
+        self._run("payment_state-relay", ["-m", "payment_state", "relay"], {**db, **RELAY_ENV})
+
+    def _start_mt5_credit(self) -> None:
+        assert self.mt5 is not None
+        url, port = self._db("mt5_credit"), free_port()
+        self.urls.mt5_credit = f"http://127.0.0.1:{port}"
+        db = {"DATABASE_URL": url}
+        api_env = {
+            **db,
+            "HTTP_PORT": str(port),
+            "MT5_CREDIT_API_TOKENS": f"{CREDIT_TOKEN}={MERCHANT}",
+            "MT5_CREDIT_ADMIN_TOKEN": CREDIT_ADMIN_TOKEN,
+        }
+        mt5 = {
+            "MT5_WEBAPI_URL": self.mt5.url,
+            "MT5_MANAGER_LOGIN": str(MANAGER_LOGIN),
+            "MT5_MANAGER_PASSWORD": MANAGER_PASSWORD,
+            **MT5_WORKER_ENV,
+        }
+        self._run("mt5_credit-http", ["-m", "mt5_credit", "http"], api_env)
+        self._run("mt5_credit-consume", ["-m", "mt5_credit", "consume"], {**db, **CONSUMER_ENV})
+        self._run("mt5_credit-worker", ["-m", "mt5_credit", "worker"], {**db, **mt5})
+        self._run("mt5_credit-relay", ["-m", "mt5_credit", "relay"], {**db, **RELAY_ENV})
+
+    def _start_ledger(self) -> None:
+        url, port = self._db("ledger"), free_port()
+        self.urls.ledger = f"http://127.0.0.1:{port}"
+        tokens = self.workdir / "ledger-tokens.json"
+        tokens.write_text(json.dumps({LEDGER_TOKEN: ["ledger:read"]}))
+        db = {"DATABASE_URL": url}
+        self._run("ledger-consume", ["-m", "ledger", "consume"], {**db, **CONSUMER_ENV})
+        self._run("ledger-relay", ["-m", "ledger", "relay"], {**db, **RELAY_ENV})
+        api_env = {**db, "LEDGER_HTTP_PORT": str(port), "LEDGER_TOKENS_FILE": str(tokens)}
+        self._run("ledger-api", ["-m", "ledger", "api"], api_env)
+
+    # --- talking to it --------------------------------------------------------------------------
+
+    def http(
+        self, method: str, url: str, body: Any = None, *, token: str | None = None, key: str | None = None
+    ) -> tuple[int, Any]:
+        """One JSON request; returns (status, parsed body or None)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method=method)  # noqa: S310 - built from our URLs
+        request.add_header("Content-Type", "application/json")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        if key:
+            request.add_header("Idempotency-Key", key)
+        try:
+            with urllib.request.urlopen(request, timeout=15) as response:  # noqa: S310
+                raw = response.read()
+                return response.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            try:
+                return error.code, json.loads(raw) if raw else None
+            except ValueError:
+                return error.code, raw.decode(errors="replace")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):  # noqa: S310 - local health URL
+            return True
+    except urllib.error.HTTPError:
+        return True  # it answers (perhaps not ready yet)
+    except OSError:
+        return False
