@@ -1,0 +1,1 @@
+"""Adapters: PostgreSQL store and reads, the in-memory fake, JournalPosted encoding, roles."""

@@ -1,0 +1,107 @@
+"""Posting journals for consumed events: the idempotent consumer's batch handler.
+
+The backbone's consumer calls ``handle`` inside the batch transaction, after it inserted the dedup
+rows, so the dedup rows, the journals, the balance deltas and the JournalPosted outbox rows commit
+together or not at all. Every event of the batch is decided in one ``post_drafts`` call (one
+chain-head lock, set-based inserts).
+
+An event the ledger must not book (bad amounts, unknown account or currency, a reference already
+booked with different content, a floor) raises ``PostingRejected``: the batch rolls back, the
+consumer retries the events one by one and dead-letters this one with the reason (``dead_letters``
++ ``<topic>.dlq``), where operators see it and can replay it once the cause is fixed. Nothing is
+half-posted and nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import assert_never
+
+from backbone.consumer import InboundEvent, UnitOfWork
+from backbone.logs import get_logger
+
+from ledger.application.ports import LedgerStore
+from ledger.application.posting import apply_decision, decide_drafts
+from ledger.domain.journals import JournalDraft, Rejected
+from ledger.domain.posting import AlreadyPosted, BelowFloor, ConflictingDuplicate, Posted, PostingOutcome
+from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, draft_for_event
+
+log = get_logger(__name__)
+
+
+class PostingRejected(Exception):
+    """The ledger refuses to book this event; the message is the dead letter's reason."""
+
+
+def meta_of(event: InboundEvent) -> EventMeta:
+    env = event.event.envelope
+    return EventMeta(
+        event_id=env.event_id,
+        event_type=event.event_type,
+        payment_id=env.payment_id,
+        occurred_at_ms=env.occurred_at_ms,
+        producer=env.producer,
+        topic=event.topic,
+        partition=event.partition,
+        offset=event.offset,
+    )
+
+
+def drafts_for(events: Sequence[InboundEvent], policy: PostingPolicy) -> list[JournalDraft]:
+    """The journal of every money event; raises PostingRejected for the first one refused."""
+    drafts = []
+    for event in events:
+        meta = meta_of(event)
+        match draft_for_event(meta, event.event.body, policy):
+            case JournalDraft() as draft:
+                drafts.append(draft)
+            case Ignored():
+                continue
+            case Rejected(reason=reason, detail=detail):
+                _reject(meta, f"{reason.value}: {detail}")
+    return drafts
+
+
+def make_handler(
+    policy: PostingPolicy, store_for: Callable[[UnitOfWork], LedgerStore]
+) -> Callable[[UnitOfWork, Sequence[InboundEvent]], None]:
+    """The batch handler for ``IdempotentConsumer``."""
+
+    def handle(uow: UnitOfWork, events: Sequence[InboundEvent]) -> None:
+        drafts = drafts_for(events, policy)
+        store = store_for(uow)
+        decision = decide_drafts(store, drafts)
+        by_event_id = {e.event_id: e for e in events}
+        for draft, outcome in zip(drafts, decision.outcomes, strict=True):
+            refusal = refusal_of(outcome)
+            if refusal is not None:  # refused before anything of the batch is written
+                _reject(meta_of(by_event_id[draft.source.source_id]), refusal)
+        apply_decision(store, decision)
+
+    return handle
+
+
+def refusal_of(outcome: PostingOutcome) -> str | None:
+    """Why an outcome means "not booked", or None when the operation is in the ledger."""
+    match outcome:
+        case Posted() | AlreadyPosted():
+            return None
+        case ConflictingDuplicate(reference=reference, journal_id=journal_id):
+            return f"conflicting_duplicate: {reference} is journal {journal_id} with other entries"
+        case BelowFloor(
+            reference=ref, account=account, balance_minor=balance, delta_minor=delta, floor_minor=fl
+        ):
+            return f"below_floor: {ref} would move {account} from {balance} by {delta}, below its floor {fl}"
+        case _:
+            assert_never(outcome)
+
+
+def _reject(meta: EventMeta, reason: str) -> None:
+    log.warning(
+        "ledger.posting_rejected",
+        event_id=meta.event_id,
+        event_type=meta.event_type,
+        payment_id=meta.payment_id,
+        reason=reason,
+    )
+    raise PostingRejected(reason)

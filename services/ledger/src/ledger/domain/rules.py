@@ -1,0 +1,318 @@
+"""Posting rules: which balanced journal each money fact books (README "Posting rules").
+
+Each rule is a pure function of one event: the journal never depends on what the ledger already
+holds or on the order events arrive in, so replaying any set of facts in any order books the same
+entries (only the floors of ``client_mt5_balances`` can refuse a debit that arrives before the
+credit it takes back, which Kafka's per-payment order rules out).
+
+| event | reference | debit | credit |
+|---|---|---|---|
+| PaymentCaptured | capture:<operation_id> | psp_receivable | client_deposits_pending (1) |
+| RefundSucceeded | refund:<refund_id> | client_deposits_pending (1) | psp_receivable |
+| ChargebackReceived | chargeback:<chargeback_id> | client_deposits_pending (1) | psp_receivable |
+| Mt5Credited | mt5-credit:<credit_id> | client_deposits_pending | client_mt5_balances/<login> (2) |
+| Mt5Debited refund (3) | mt5-debit:<debit_id> | client_mt5_balances/<login> | client_deposits_pending |
+| Mt5Debited repair | mt5-debit:<debit_id> | client_mt5_balances/<login> | mt5_suspense |
+
+(1) ``unallocated_receipts`` when the payment pays no deposit (``deposit_reference`` null).
+(2) When the MT5 currency differs from the payment's, through ``fx_clearing`` in both currencies.
+(3) And debit_reason chargeback; an unknown debit_reason is rejected.
+
+Events that move no money (authorized, canceled, failed, ...) are ``Ignored``; an event type with no
+rule is ``Rejected`` (a new money fact must get a rule, never be dropped).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from decimal import Decimal, localcontext
+from typing import Any, Final
+
+from backbone.money import currency_exponent
+
+from ledger.domain import accounts as acc
+from ledger.domain.accounts import AccountKey, currency_problem
+from ledger.domain.journals import (
+    DetailValue,
+    Entry,
+    JournalDraft,
+    JournalKind,
+    Rejected,
+    RejectReason,
+    Source,
+    SourceType,
+    credit,
+    debit,
+    journal_problem,
+)
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_RATE_RE: Final = re.compile(r"[0-9]{1,12}(\.[0-9]{1,18})?", re.ASCII)
+NO_MONEY_EVENTS: Final = frozenset(
+    {
+        "PaymentRequiresAction",
+        "PaymentAuthorized",
+        "PaymentCanceled",
+        "PaymentFailed",
+        "RefundFailed",
+        "Mt5CreditFailed",
+        "Mt5CreditNeedsAttention",
+    }
+)
+DEBIT_REASONS: Final = frozenset({"refund", "chargeback", "repair"})
+
+
+@dataclass(frozen=True, slots=True)
+class EventMeta:
+    """Where an event came from and what its envelope says."""
+
+    event_id: str
+    event_type: str
+    payment_id: str
+    occurred_at_ms: int
+    producer: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class PostingPolicy:
+    """The ledger's configuration that rules depend on."""
+
+    business_tz: tzinfo = UTC
+    allowed_currencies: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """An event that moves no money: nothing to book."""
+
+    event_type: str
+
+
+RuleResult = JournalDraft | Rejected | Ignored
+
+
+class _BadField(Exception):
+    """A field is missing or malformed (turned into a Rejected by ``draft_for_event``)."""
+
+
+def business_date(occurred_at_ms: int, tz: tzinfo) -> date:
+    """The accounting date of a fact: the day it happened in the ledger's business time zone."""
+    return (_EPOCH + timedelta(milliseconds=occurred_at_ms)).astimezone(tz).date()
+
+
+def draft_for_event(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy) -> RuleResult:
+    """The journal that books this event, or why not (see the module docstring)."""
+    rule = _RULES.get(meta.event_type)
+    if rule is None:
+        if meta.event_type in NO_MONEY_EVENTS:
+            return Ignored(meta.event_type)
+        return Rejected(RejectReason.BAD_EVENT, f"no posting rule for event type {meta.event_type}")
+    try:
+        result = rule(meta, body, policy)
+    except _BadField as exc:
+        return Rejected(RejectReason.BAD_EVENT, f"{meta.event_type}: {exc}")
+    if not isinstance(result, JournalDraft):
+        return result
+    problem = journal_problem(result, policy.allowed_currencies)
+    return result if problem is None else problem
+
+
+# -- field access ------------------------------------------------------------------------------
+
+
+def _text(body: Mapping[str, Any], name: str) -> str:
+    value = body.get(name)
+    if type(value) is not str or not value.strip():
+        raise _BadField(f"{name} is missing or blank")
+    return value
+
+
+def _optional_text(body: Mapping[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    return None if value is None else _text(body, name)
+
+
+def _positive(body: Mapping[str, Any], name: str) -> int:
+    value = body.get(name)
+    if type(value) is not int or value <= 0:
+        what = "integer of minor units" if name.endswith("_minor") else "integer"
+        raise _BadField(f"{name} must be a positive {what}")
+    return value
+
+
+def _currency(body: Mapping[str, Any], name: str, policy: PostingPolicy) -> str:
+    value = _text(body, name)
+    problem = currency_problem(value, policy.allowed_currencies)
+    if problem is not None:
+        raise _BadField(f"{name}: {problem}")
+    return value
+
+
+def _draft(
+    meta: EventMeta,
+    policy: PostingPolicy,
+    reference: str,
+    rule: str,
+    entries: tuple[Entry, ...],
+    detail: Mapping[str, DetailValue],
+) -> JournalDraft:
+    source_detail = {
+        "event_type": meta.event_type,
+        "topic": meta.topic,
+        "partition": meta.partition,
+        "offset": meta.offset,
+        "producer": meta.producer,
+        **detail,
+    }
+    return JournalDraft(
+        reference=reference,
+        kind=JournalKind.POSTING,
+        rule=rule,
+        business_date=business_date(meta.occurred_at_ms, policy.business_tz),
+        payment_id=meta.payment_id,
+        source=Source.of(SourceType.EVENT, meta.event_id, source_detail),
+        entries=entries,
+    )
+
+
+def _client_liability(deposit_reference: str | None, currency: str) -> AccountKey:
+    """Where client money waits: the deposit clearing account, or unallocated without a deposit."""
+    code = acc.CLIENT_DEPOSITS_PENDING if deposit_reference is not None else acc.UNALLOCATED_RECEIPTS
+    return AccountKey(code, currency)
+
+
+# -- the rules -------------------------------------------------------------------------------------
+
+
+def _payment_captured(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy) -> RuleResult:
+    amount, currency = _positive(body, "amount_minor"), _currency(body, "currency", policy)
+    deposit = _optional_text(body, "deposit_reference")
+    entries = (
+        debit(AccountKey(acc.PSP_RECEIVABLE, currency), amount),
+        credit(_client_liability(deposit, currency), amount),
+    )
+    detail = {
+        "provider": _text(body, "provider"),
+        "provider_payment_id": _text(body, "provider_payment_id"),
+        "deposit_reference": deposit,
+    }
+    reference = f"capture:{_text(body, 'operation_id')}"
+    return _draft(meta, policy, reference, "payment_captured", entries, detail)
+
+
+def _money_returned(rule: str, prefix: str, id_field: str, provider_field: str) -> _Rule:
+    """Refunds and chargebacks: the PSP gives the money back to the card, so it owes us less."""
+
+    def post(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy) -> RuleResult:
+        amount, currency = _positive(body, "amount_minor"), _currency(body, "currency", policy)
+        deposit = _optional_text(body, "deposit_reference")
+        entries = (
+            debit(_client_liability(deposit, currency), amount),
+            credit(AccountKey(acc.PSP_RECEIVABLE, currency), amount),
+        )
+        detail = {
+            "provider": _text(body, "provider"),
+            provider_field: _text(body, provider_field),
+            "deposit_reference": deposit,
+        }
+        return _draft(meta, policy, f"{prefix}:{_text(body, id_field)}", rule, entries, detail)
+
+    return post
+
+
+def _mt5_credited(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy) -> RuleResult:
+    amount, currency = _positive(body, "amount_minor"), _currency(body, "currency", policy)
+    paid, paid_currency = _positive(body, "payment_amount_minor"), _currency(body, "payment_currency", policy)
+    login = _positive(body, "mt5_login")
+    client = AccountKey(acc.CLIENT_MT5_BALANCES, currency, acc.mt5_holder(login))
+    pending = AccountKey(acc.CLIENT_DEPOSITS_PENDING, paid_currency)
+    rate = _optional_text(body, "fx_rate")
+    problem = fx_problem(paid, paid_currency, amount, currency, rate)
+    if problem is not None:
+        return problem
+    if currency == paid_currency:
+        entries: tuple[Entry, ...] = (debit(pending, amount), credit(client, amount))
+    else:
+        entries = (
+            debit(pending, paid),
+            credit(AccountKey(acc.FX_CLEARING, paid_currency), paid),
+            debit(AccountKey(acc.FX_CLEARING, currency), amount),
+            credit(client, amount),
+        )
+    detail: dict[str, DetailValue] = {
+        "deposit_reference": _text(body, "deposit_reference"),
+        "mt5_login": login,
+        "deal_ticket": _positive(body, "deal_ticket"),
+        "provider_payment_id": _text(body, "provider_payment_id"),
+        "fx_rate": rate,
+    }
+    return _draft(meta, policy, f"mt5-credit:{_positive(body, 'credit_id')}", "mt5_credited", entries, detail)
+
+
+def fx_problem(
+    paid: int, paid_currency: str, amount: int, currency: str, rate: str | None
+) -> Rejected | None:
+    """A credit must equal the payment, or be the payment converted once at ``rate`` (to within the
+    rounding of one minor unit of the account currency)."""
+    if currency == paid_currency:
+        if rate is not None:
+            return Rejected(RejectReason.FX_MISMATCH, "fx_rate given although no conversion took place")
+        if amount != paid:
+            return Rejected(
+                RejectReason.UNBALANCED, f"credited {amount} differs from the payment {paid} in {currency}"
+            )
+        return None
+    if rate is None or not _RATE_RE.fullmatch(rate) or Decimal(rate) <= 0:
+        return Rejected(
+            RejectReason.FX_MISMATCH, f"{paid_currency}->{currency} needs a positive decimal fx_rate"
+        )
+    with localcontext() as ctx:
+        ctx.prec = 80  # exact for any 64-bit amount times an 18-digit rate
+        scale = Decimal(10) ** (currency_exponent(currency) - currency_exponent(paid_currency))
+        expected = Decimal(paid) * Decimal(rate) * scale
+        if abs(Decimal(amount) - expected) >= 1:
+            return Rejected(
+                RejectReason.FX_MISMATCH,
+                f"credited {amount} {currency} is not {paid} {paid_currency} at {rate}",
+            )
+    return None
+
+
+def _mt5_debited(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy) -> RuleResult:
+    amount, currency = _positive(body, "amount_minor"), _currency(body, "currency", policy)
+    login = _positive(body, "mt5_login")
+    reason = _text(body, "debit_reason")
+    if reason not in DEBIT_REASONS:
+        return Rejected(RejectReason.UNKNOWN_DEBIT_REASON, f"debit_reason {reason[:40]!r} is not one we know")
+    counter = acc.MT5_SUSPENSE if reason == "repair" else acc.CLIENT_DEPOSITS_PENDING
+    entries = (
+        debit(AccountKey(acc.CLIENT_MT5_BALANCES, currency, acc.mt5_holder(login)), amount),
+        credit(AccountKey(counter, currency), amount),
+    )
+    original = body.get("original_credit_id")
+    detail: dict[str, DetailValue] = {
+        "debit_reason": reason,
+        "source_reference": _text(body, "source_reference"),
+        "mt5_login": login,
+        "deal_ticket": _positive(body, "deal_ticket"),
+        "original_credit_id": original if type(original) is int else None,
+    }
+    return _draft(meta, policy, f"mt5-debit:{_positive(body, 'debit_id')}", "mt5_debited", entries, detail)
+
+
+_Rule = Callable[[EventMeta, Mapping[str, Any], PostingPolicy], RuleResult]
+_RULES: Final[Mapping[str, _Rule]] = {
+    "PaymentCaptured": _payment_captured,
+    "RefundSucceeded": _money_returned("refund_succeeded", "refund", "refund_id", "provider_refund_id"),
+    "ChargebackReceived": _money_returned(
+        "chargeback_received", "chargeback", "chargeback_id", "provider_dispute_id"
+    ),
+    "Mt5Credited": _mt5_credited,
+    "Mt5Debited": _mt5_debited,
+}

@@ -1,0 +1,105 @@
+"""Boundaries: the domain stays pure, settings fail fast naming the variable, the token file is
+strict, and the chart in code is the chart the migration seeds."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from backbone.settings import SettingsError
+from ledger.domain.accounts import CHART
+from ledger.entrypoints.auth import TokenFileError, Tokens, token_hash
+from ledger.settings import ApiSettings, LedgerSettings, load_together
+from ledger.testing.database import MIGRATIONS
+
+DOMAIN = Path(__file__).resolve().parents[2] / "src" / "ledger" / "domain"
+ALLOWED = {
+    "__future__",
+    "collections",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "enum",
+    "functools",
+    "hashlib",
+    "json",
+    "re",
+    "types",
+    "typing",
+    "backbone.money",
+    "backbone.invariants",
+    "ledger.domain",
+}
+
+
+def test_the_domain_imports_only_the_standard_library_and_pure_backbone_modules() -> None:
+    """No I/O, no clock, no randomness in domain/: a database, Kafka or HTTP import fails this test."""
+    for path in DOMAIN.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            for name in names:
+                assert any(name == a or name.startswith(a + ".") for a in ALLOWED), f"{path.name}: {name}"
+
+
+def test_settings_fail_fast_naming_every_bad_variable_and_never_the_secret() -> None:
+    """Missing DATABASE_URL, a bad port, a bad time zone and an unknown currency: all named at once."""
+    with pytest.raises(SettingsError) as caught:
+        load_together(
+            {
+                "LEDGER_HTTP_PORT": "eighty",
+                "LEDGER_BUSINESS_TIMEZONE": "Mars/Base",
+                "LEDGER_CURRENCIES": "EUR,ZZZ",
+            },
+            ApiSettings,
+            LedgerSettings,
+        )
+    message = str(caught.value)
+    names = ("DATABASE_URL", "LEDGER_API_TOKENS_FILE", "LEDGER_HTTP_PORT", "LEDGER_BUSINESS_TIMEZONE", "ZZZ")
+    for name in names:
+        assert name in message
+    api, ledger = load_together(
+        {"DATABASE_URL": "postgresql://u:hunter2@h/db", "LEDGER_API_TOKENS_FILE": "/x"},
+        ApiSettings,
+        LedgerSettings,
+    )
+    assert "hunter2" not in repr(api)
+    assert api.http_port == 8084 and ledger.events_topic == "ledger.events"
+
+
+def test_tokens_are_stored_hashed_and_matched_with_their_permissions(tmp_path: Path) -> None:
+    """A known token maps to its principal and permissions; an unknown one to nobody."""
+    path = tmp_path / "tokens"
+    path.write_text(
+        f"# comment\nrecon ledger:read,ledger:import sha256:{token_hash('s3cret')}\n"
+        f"viewer ledger:read sha256:{token_hash('other')}  # trailing comment\n"
+    )
+    tokens = Tokens.load(path)
+    recon = tokens.caller("s3cret")
+    assert recon is not None and recon.principal == "recon" and "ledger:import" in recon.permissions
+    viewer = tokens.caller("other")
+    assert viewer is not None and viewer.permissions == frozenset({"ledger:read"})
+    assert tokens.caller("guess") is None
+
+
+def test_a_malformed_tokens_file_refuses_to_load(tmp_path: Path) -> None:
+    """Unknown permission, a raw token instead of a hash, or an empty file: refused, naming the line."""
+    for text in ("x ledger:write sha256:" + "0" * 64, "x ledger:read s3cret", "# nothing\n"):
+        path = tmp_path / "tokens"
+        path.write_text(text)
+        with pytest.raises(TokenFileError):
+            Tokens.load(path)
+
+
+def test_the_chart_in_code_is_the_chart_the_migration_seeds() -> None:
+    """Codes, types, per-holder flags and floors agree between domain/accounts.py and 0001_ledger.sql."""
+    sql = (MIGRATIONS / "0001_ledger.sql").read_text()
+    rows = re.findall(r"\('(\w+)',\s*'(\w+)',\s*(true|false),\s*(NULL|\d+),", sql)
+    seeded = {
+        code: (kind, per_holder == "true", None if floor == "NULL" else int(floor))
+        for code, kind, per_holder, floor in rows
+    }
+    assert seeded == {c.code: (c.account_type.value, c.per_holder, c.floor_minor) for c in CHART.values()}
