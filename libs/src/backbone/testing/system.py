@@ -14,13 +14,20 @@ resolve in seconds (the call budget and leases stay related the way the services
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from backbone.mt5.testing import MANAGER_LOGIN, MANAGER_PASSWORD, SimulatorProcess
 from backbone.testing import databases
@@ -35,6 +42,8 @@ MERCHANT_TOKEN: Final = "system-merchant-token-0123456789"  # noqa: S105 - a tes
 CREDIT_TOKEN: Final = "system-credit-token-0123456789"  # noqa: S105 - a test value
 CREDIT_ADMIN_TOKEN: Final = "system-credit-admin-0123456789"  # noqa: S105 - a test value
 LEDGER_TOKEN: Final = "system-ledger-token-0123456789"  # noqa: S105 - a test value
+LEDGER_ROLE: Final = "ledger_app_test"  # shared by every test database (roles are cluster-wide)
+LEDGER_ROLE_PASSWORD: Final = "ledger_app_test"  # noqa: S105 - a throwaway role on a dev cluster
 MT5_GROUP: Final = "real\\usd"
 
 # MT5 call budget = lock 1 s + connect 1 s + 4 x call 1 s = 6 s; lease 8 s >= budget + 1 s margin.
@@ -208,15 +217,134 @@ class System:
         self._run("mt5_credit-relay", ["-m", "mt5_credit", "relay"], {**db, **RELAY_ENV})
 
     def _start_ledger(self) -> None:
-        url, port = self._db("ledger"), free_port()
+        """The ledger runs as its restricted runtime role (no UPDATE/DELETE), provisioned like production."""
+        admin_db_url, port = self._db("ledger"), free_port()
         self.urls.ledger = f"http://127.0.0.1:{port}"
-        tokens = self.workdir / "ledger-tokens.json"
-        tokens.write_text(json.dumps({LEDGER_TOKEN: ["ledger:read"]}))
-        db = {"DATABASE_URL": url}
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ledger",
+                "provision-role",
+                "--admin-url",
+                admin_db_url,
+                "--role",
+                LEDGER_ROLE,
+            ],
+            env={**os.environ, "LEDGER_APP_PASSWORD": LEDGER_ROLE_PASSWORD},
+            check=True,
+            capture_output=True,
+        )
+        params = conninfo_to_dict(admin_db_url)
+        params["user"], params["password"] = LEDGER_ROLE, LEDGER_ROLE_PASSWORD
+        db = {"DATABASE_URL": make_conninfo(**params)}  # type: ignore[arg-type]
+        tokens = self.workdir / "ledger-tokens"
+        digest = hashlib.sha256(LEDGER_TOKEN.encode()).hexdigest()
+        tokens.write_text(f"system ledger:read,ledger:import sha256:{digest}\n")
         self._run("ledger-consume", ["-m", "ledger", "consume"], {**db, **CONSUMER_ENV})
         self._run("ledger-relay", ["-m", "ledger", "relay"], {**db, **RELAY_ENV})
-        api_env = {**db, "LEDGER_HTTP_PORT": str(port), "LEDGER_TOKENS_FILE": str(tokens)}
+        api_env = {**db, "LEDGER_HTTP_PORT": str(port), "LEDGER_API_TOKENS_FILE": str(tokens)}
         self._run("ledger-api", ["-m", "ledger", "api"], api_env)
+
+    def journals(self, payment_id: str) -> list[dict[str, Any]]:
+        status, body = self.http(
+            "GET", f"{self.urls.ledger}/v1/journals?payment_id={payment_id}", token=LEDGER_TOKEN
+        )
+        assert status == 200, body
+        return list(body["journals"] if isinstance(body, dict) else body)
+
+    # --- the flows a broker drives ---------------------------------------------------------------
+
+    def open_mt5_account(self, login: int, customer: str, currency: str = "USD") -> None:
+        """The account on the MT5 server and its owner in mt5-credit's mapping."""
+        assert self.mt5 is not None
+        self.mt5.control.create_account(login, MT5_GROUP, balance="0")
+        status, body = self.http(
+            "PUT",
+            f"{self.urls.mt5_credit}/accounts/{login}",
+            {"customer_id": customer, "currency": currency, "enabled": True},
+            token=CREDIT_ADMIN_TOKEN,
+        )
+        assert status == 200, body
+
+    def create_deposit(
+        self, customer: str, login: int, amount_minor: int, card: str, currency: str = "USD"
+    ) -> tuple[str, str]:
+        """A deposit intent (server side) and its payment; returns (deposit_reference, payment_id)."""
+        status, intent = self.http(
+            "POST",
+            f"{self.urls.mt5_credit}/deposit-intents",
+            {"customer_id": customer, "mt5_login": login, "amount_minor": amount_minor, "currency": currency},
+            token=CREDIT_TOKEN,
+            key=new_key(),
+        )
+        assert status == 201, intent
+        ref = str(intent["deposit_reference"])
+        body = {
+            "amount_minor": amount_minor,
+            "currency": currency,
+            "payment_method_token": card,
+            "deposit_reference": ref,
+        }
+        status, created = self.http(
+            "POST", f"{self.urls.payment_state}/payments", body, token=MERCHANT_TOKEN, key=new_key()
+        )
+        assert status == 201, created
+        return ref, str(created.get("payment", created)["payment_id"])
+
+    def payment(self, payment_id: str) -> dict[str, Any]:
+        status, body = self.http(
+            "GET", f"{self.urls.payment_state}/payments/{payment_id}", token=MERCHANT_TOKEN
+        )
+        assert status == 200, body
+        return dict(body.get("payment", body))
+
+    def wait_payment(self, payment_id: str, status: str, timeout_s: float = 60) -> dict[str, Any]:
+        wait_until(lambda: self.payment(payment_id)["status"] == status, timeout_s, f"payment {status}")
+        return self.payment(payment_id)
+
+    def capture(self, payment_id: str) -> None:
+        status, body = self.http(
+            "POST",
+            f"{self.urls.payment_state}/payments/{payment_id}/capture",
+            {},
+            token=MERCHANT_TOKEN,
+            key=new_key(),
+        )
+        assert status in (200, 202), body
+
+    def refund(self, payment_id: str, amount_minor: int, currency: str = "USD") -> None:
+        status, body = self.http(
+            "POST",
+            f"{self.urls.payment_state}/payments/{payment_id}/refunds",
+            {"amount_minor": amount_minor, "currency": currency},
+            token=MERCHANT_TOKEN,
+            key=new_key(),
+        )
+        assert status in (200, 201, 202), body
+
+    def credits(self, ref: str) -> list[dict[str, Any]]:
+        status, body = self.http("GET", f"{self.urls.mt5_credit}/deposit-intents/{ref}", token=CREDIT_TOKEN)
+        assert status == 200, body
+        return list(body["credits"])
+
+    def wait_credits(self, ref: str, statuses: list[str], timeout_s: float = 60) -> list[dict[str, Any]]:
+        def reached() -> bool:
+            return [c["status"] for c in self.credits(ref)] == statuses
+
+        wait_until(reached, timeout_s, f"credits of {ref} to be {statuses}")
+        return self.credits(ref)
+
+    def psp_write(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return self.http("POST", self.urls.psp + path, body, token=PSP_API_KEY, key=new_key())
+
+    def psp_fault(self, **rule: Any) -> None:
+        status, body = self.http("POST", f"{self.urls.psp_control}/control/faults", rule)
+        assert status in (200, 201), body
+
+    def deals(self, comment: str) -> list[dict[str, Any]]:
+        assert self.mt5 is not None
+        return self.mt5.control.deals(comment=comment)
 
     # --- talking to it --------------------------------------------------------------------------
 
@@ -241,6 +369,11 @@ class System:
                 return error.code, json.loads(raw) if raw else None
             except ValueError:
                 return error.code, raw.decode(errors="replace")
+
+
+def new_key() -> str:
+    """A fresh Idempotency-Key."""
+    return f"k-{uuid.uuid4().hex}"
 
 
 def _answers(url: str) -> bool:
