@@ -13,7 +13,7 @@ export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:9092
 PYTEST_ARGS ?=
 
 .PHONY: help install up down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
-	bench-webhooks bench-ledger bench-sims demo schemas-lock clean
+	bench-webhooks bench-ledger bench-sims demo demo-backbone schemas-lock clean
 
 help:
 	@echo "make install         virtualenv + pinned Python packages (PyPI only)"
@@ -28,7 +28,8 @@ help:
 	@echo "make bench-webhooks  webhook gateway ingest rate and p99"
 	@echo "make bench-ledger    journals/s through the ledger consumer"
 	@echo "make bench-sims      the simulators' own throughput"
-	@echo "make demo            run the system with the simulators and print a report"
+	@echo "make demo            card deposits end to end through every service and both simulators, with faults"
+	@echo "make demo-backbone   the backbone alone under faults (the probe service)"
 
 $(STAMP): requirements-dev.txt libs/pyproject.toml $(wildcard services/*/pyproject.toml)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11" >&2; exit 1; }
@@ -95,6 +96,9 @@ bench-sims: up
 
 demo: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/demo.py
+
+demo-backbone: up
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/demo_backbone.py
 
 schemas-lock: install
 	$(PY) -m backbone.avro.lock --write

@@ -45,6 +45,7 @@ LEDGER_TOKEN: Final = "system-ledger-token-0123456789"  # noqa: S105 - a test va
 LEDGER_ROLE: Final = "ledger_app_test"  # shared by every test database (roles are cluster-wide)
 LEDGER_ROLE_PASSWORD: Final = "ledger_app_test"  # noqa: S105 - a throwaway role on a dev cluster
 MT5_GROUP: Final = "real\\usd"
+FX_RATES: Final = "EUR:USD=1.0835"  # mt5-credit's fixed table: a EUR card deposit into a USD account
 
 # MT5 call budget = lock 1 s + connect 1 s + 4 x call 1 s = 6 s; lease 8 s >= budget + 1 s margin.
 MT5_WORKER_ENV: Final = {
@@ -198,7 +199,7 @@ class System:
         assert self.mt5 is not None
         url, port = self._db("mt5_credit"), free_port()
         self.urls.mt5_credit = f"http://127.0.0.1:{port}"
-        db = {"DATABASE_URL": url}
+        db = {"DATABASE_URL": url, "FX_RATES": FX_RATES}
         api_env = {
             **db,
             "HTTP_PORT": str(port),
