@@ -5,7 +5,7 @@ consumer would), starts 3 workers and measures until every row is done. A second
 "timeout after apply" faults on a few credits and measures unknown -> done (the resolver's lookup),
 which is dominated by the configured wait for the original call to be surely dead.
 
-    PG_ADMIN_URL=... python services/mt5_credit/bench/bench_mt5.py [--credits 3000] [--workers 3]
+    PG_ADMIN_URL=... python services/mt5_credit/bench/bench_mt5.py [--credits 10000] [--workers 3]
 
 Prints figures; the last line is JSON.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -71,6 +72,23 @@ def seed(db_url: str, count: int, first: int = 0) -> None:
         )
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def steady_rate(db_url: str) -> float:
+    """Credits per second between the first and the last credit done (worker start-up excluded)."""
+    with connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT count(*), extract(epoch FROM max(at) - min(at)) FROM mt5_credit_transitions"
+            " WHERE to_status = 'done'"
+        ).fetchone()
+    assert row is not None
+    return float(row[0]) / float(row[1]) if row[1] else 0.0
+
+
 def counts(db_url: str) -> dict[str, int]:
     with connect(db_url) as conn:
         return {
@@ -97,7 +115,7 @@ def wait_all_done(db_url: str, total: int, timeout_s: float) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--credits", type=int, default=3000)
+    parser.add_argument("--credits", type=int, default=10000)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument(
         "--timeouts", type=int, default=20, help="credits with an injected timeout after apply"
@@ -125,12 +143,23 @@ def main() -> int:
             ]
             elapsed = wait_all_done(db_url, args.credits, 600)
             result = counts(db_url)
-            credits_per_s = args.credits / elapsed
+            credits_per_s = steady_rate(db_url)
+            assert sim.proc is not None
+            sim_cpu = cpu_s(sim.proc.popen.pid)
+            worker_cpu = sum(cpu_s(p.popen.pid) for p in procs)
+            print(
+                f"CPU per credit: workers {worker_cpu / args.credits * 1e6:.0f} us, "
+                f"MT5 simulator {sim_cpu / args.credits * 1e6:.0f} us (PostgreSQL not counted)"
+            )
             print(
                 f"credits: {args.credits} with {args.workers} workers in {elapsed:.2f}s "
-                f"(incl. worker start-up) -> {credits_per_s:.0f}/s; states {result}"
+                f"(incl. worker start-up); steady {credits_per_s:.0f}/s first to last done; states {result}"
             )
-            deals = len(sim.control.deals(comment_prefix="dep:", limit=str(args.credits + 10)))
+            with connect(sim.db_url) as sim_conn:  # the simulator's own table: every deal it holds
+                found = sim_conn.execute(
+                    "SELECT count(*) FROM mt5_deals WHERE comment LIKE 'dep:%%'"
+                ).fetchone()
+            deals = int(found[0]) if found else 0
             print(f"MT5 deals with a dep: comment: {deals} (expected {args.credits})")
             # Phase 2: injected timeouts after apply, resolved by the lookup.
             for _ in range(args.timeouts):
@@ -151,7 +180,8 @@ def main() -> int:
             p99 = statistics.quantiles(waits, n=100)[98] if len(waits) >= 2 else (waits[0] if waits else 0.0)
             print(
                 f"unknown -> done for {len(waits)} injected timeouts: p50 {statistics.median(waits):.0f} ms, "
-                f"p99 {p99:.0f} ms (floor: call budget 6000 ms + dead margin 500 ms after the claim)"
+                f"p99 {p99:.0f} ms (floor: call budget 6000 ms + dead margin 500 ms after the call's start;"
+                " a row turns unknown ~1 s after it)"
             )
             figures = {
                 "credits": args.credits,

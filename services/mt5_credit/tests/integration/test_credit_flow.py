@@ -6,6 +6,7 @@ the MT5 simulator are in test_credit_processes.py."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import psycopg
@@ -357,3 +358,20 @@ def test_two_payments_for_one_deposit_intent_credit_once_and_open_a_case(world: 
         raise AssertionError("a second credit for one deposit intent was stored")
     except psycopg.errors.UniqueViolation:
         pass
+
+
+def test_an_unanswered_call_is_dated_from_its_start_for_the_resolver(world: World) -> None:
+    """A row called late in its batch without re-arming (its lease still covered the call) and left
+    unknown gets claimed_at = the call's start, so the resolver's "surely dead" wait counts from the
+    call, not from the earlier claim."""
+    cid = _one_credit(world)
+    claimed_mono = time.monotonic()
+    with world.conn.transaction():
+        (row,) = store.claim(world.conn, 10, 60_000)
+    world.conn.execute("SELECT pg_sleep(0.2)")
+    world.mt5.script.append("silent_before")
+    world.executor().execute_claimed(row, claimed_mono)
+    after = store.load_row(world.conn, cid)
+    assert after is not None and after.status.value == "unknown"
+    assert after.claimed_at_ms is not None and row.claimed_at_ms is not None
+    assert after.claimed_at_ms >= row.claimed_at_ms + 150

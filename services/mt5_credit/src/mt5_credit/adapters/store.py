@@ -248,6 +248,24 @@ def insert_row(
     return credit_id
 
 
+def transitions(
+    conn: psycopg.Connection, moves: list[tuple[int, CreditStatus | None, CreditStatus, str]]
+) -> None:
+    """Record several status changes in one statement (a claimed batch, expired leases)."""
+    if not moves:
+        return
+    conn.execute(
+        """INSERT INTO mt5_credit_transitions (credit_id, from_status, to_status, reason)
+           SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])""",
+        (
+            [m[0] for m in moves],
+            [None if m[1] is None else m[1].value for m in moves],
+            [m[2].value for m in moves],
+            [m[3][:500] for m in moves],
+        ),
+    )
+
+
 def transition(
     conn: psycopg.Connection, credit_id: int, from_status: CreditStatus | None, to: CreditStatus, reason: str
 ) -> None:
@@ -291,8 +309,7 @@ def expire_leases(conn: psycopg.Connection, limit: int) -> list[CreditRow]:
             RETURNING {_COLUMNS}""",
         (limit,),
     )
-    for r in rows:
-        transition(conn, r.id, CreditStatus.CLAIMED, CreditStatus.UNKNOWN, "lease expired")
+    transitions(conn, [(r.id, CreditStatus.CLAIMED, CreditStatus.UNKNOWN, "lease expired") for r in rows])
     return rows
 
 
@@ -317,8 +334,9 @@ def claim(conn: psycopg.Connection, limit: int, lease_ms: int) -> list[CreditRow
             RETURNING {_COLUMNS}""",
         (lease_ms, limit),
     )
-    for r in rows:
-        transition(conn, r.id, CreditStatus.PENDING, CreditStatus.CLAIMED, f"claim #{r.attempts}")
+    transitions(
+        conn, [(r.id, CreditStatus.PENDING, CreditStatus.CLAIMED, f"claim #{r.attempts}") for r in rows]
+    )
     return rows
 
 
@@ -350,26 +368,46 @@ def finish(
     *,
     ticket: int | None = None,
     retcode: str | None = None,
+    call_started_ago_ms: int | None = None,
 ) -> bool:
     """Record the outcome of this claim's MT5 call; False when the claim is no longer ours.
 
     A definite answer (done / failed) is taken even if the lease expired meanwhile (the row is
     then unknown under the same claim token): it is proof, and better than a lookup.
+    ``call_started_ago_ms`` moves ``claimed_at`` to when the call really started, so the
+    resolver's "surely dead" wait counts from the call, not from the batch's claim.
     """
     allowed = ("claimed",) if to is CreditStatus.UNKNOWN else ("claimed", "unknown")
+    # One statement: the conditional update and its transition row (nothing is recorded if the
+    # claim is no longer ours).
     updated = conn.execute(
-        """UPDATE mt5_credits SET status = %s, mt5_deal_ticket = COALESCE(%s, mt5_deal_ticket),
-             last_retcode = COALESCE(%s, last_retcode), last_reason = %s, lease_expires_at = NULL,
-             unknown_since = CASE WHEN %s = 'unknown' THEN now() ELSE unknown_since END,
-             next_lookup_at = CASE WHEN %s = 'unknown' THEN now() ELSE next_lookup_at END,
-             silent_lookups = 0, updated_at = now()
-           WHERE id = %s AND claim_token = %s AND status = ANY(%s) RETURNING status""",
-        (to.value, ticket, retcode, reason[:500], to.value, to.value, row.id, row.claim_token, list(allowed)),
+        """WITH moved AS (
+             UPDATE mt5_credits c SET status = %(to)s,
+               mt5_deal_ticket = COALESCE(%(ticket)s, c.mt5_deal_ticket),
+               claimed_at = CASE WHEN %(ago)s::bigint IS NULL THEN c.claimed_at
+                                 ELSE now() - make_interval(secs => %(ago)s::bigint / 1000.0) END,
+               last_retcode = COALESCE(%(retcode)s, c.last_retcode), last_reason = %(reason)s,
+               lease_expires_at = NULL,
+               unknown_since = CASE WHEN %(to)s = 'unknown' THEN now() ELSE c.unknown_since END,
+               next_lookup_at = CASE WHEN %(to)s = 'unknown' THEN now() ELSE c.next_lookup_at END,
+               silent_lookups = 0, updated_at = now()
+             FROM (SELECT status AS old_status FROM mt5_credits WHERE id = %(id)s FOR UPDATE) before
+             WHERE c.id = %(id)s AND c.claim_token = %(token)s AND c.status = ANY(%(allowed)s)
+             RETURNING c.id, before.old_status)
+           INSERT INTO mt5_credit_transitions (credit_id, from_status, to_status, reason)
+           SELECT id, old_status, %(to)s, %(reason)s FROM moved RETURNING credit_id""",
+        {
+            "to": to.value,
+            "ticket": ticket,
+            "ago": call_started_ago_ms,
+            "retcode": retcode,
+            "reason": reason[:500],
+            "id": row.id,
+            "token": row.claim_token,
+            "allowed": list(allowed),
+        },
     ).fetchone()
-    if updated is None:
-        return False
-    transition(conn, row.id, CreditStatus.CLAIMED, to, reason)
-    return True
+    return updated is not None
 
 
 def due_unknown(conn: psycopg.Connection, limit: int, dead_after_ms: int, hold_ms: int) -> list[CreditRow]:

@@ -52,6 +52,8 @@ class Executor:
     def __init__(
         self, conn: psycopg.Connection, mt5: Mt5Port, outbox: OutboxWriter, config: ExecutorConfig
     ) -> None:
+        # Transactions are explicit (conn.transaction()); a bare read must not open one that lingers.
+        invariant(conn.autocommit, "the executor needs an autocommit connection")
         self._conn = conn
         self._mt5 = mt5
         self._outbox = outbox
@@ -64,30 +66,22 @@ class Executor:
         for row in expired:
             metrics.LEASES_EXPIRED.inc()
             log.warning("lease_expired", credit_id=row.id, attempts=row.attempts)
+        claimed_mono = time.monotonic()  # before the claim: local elapsed time never underestimates
         with self._conn.transaction():
             claimed = store.claim(self._conn, self._config.batch_size_max, self._config.lease_ms)
         for row in claimed:
-            self.execute_claimed(row)
+            self.execute_claimed(row, claimed_mono)
         return len(claimed)
 
-    def execute_claimed(self, claimed: CreditRow) -> None:
-        """Re-check, arm the claim (lease restarts now), call MT5 once, record what it said."""
-        with self._conn.transaction():
-            row = store.arm(self._conn, claimed, self._config.lease_ms)
-            if row is None:
-                log.warning("claim_lost_before_call", credit_id=claimed.id)
-                return  # the lease ran out while the row waited in the batch: never call
-            problem = precheck(
-                row.mt5_login, row.customer_id, row.currency, store.load_account(self._conn, row.mt5_login)
-            )
-            if problem is not None:
-                metrics.PRECHECK_REFUSALS.inc()
-                self._fail(row, None, problem, case_kind="precheck")
-                return
+    def execute_claimed(self, claimed: CreditRow, claimed_mono: float | None = None) -> None:
+        """Re-check, make sure the lease covers the call, call MT5 once, record what it said."""
+        row = self._ready(claimed, claimed_mono)
+        if row is None:
+            return
         failpoints.hit("mt5_credit.after_claim")
         comment = mt5_comment(row.kind, row.id)
         check_margin = CHECK_MARGIN_CREDIT if row.kind is CreditKind.CREDIT else CHECK_MARGIN_DEBIT
-        started = time.monotonic()
+        started = time.monotonic()  # the call's start: the resolver's "surely dead" wait counts from it
         outcome = self._mt5.balance(
             row.mt5_login,
             signed_amount_minor(row.kind, row.amount_minor),
@@ -99,18 +93,63 @@ class Executor:
         label = type(outcome).__name__.lower()
         metrics.BALANCE_SECONDS.labels(label).observe(time.monotonic() - started)
         metrics.BALANCE_OUTCOMES.labels(row.kind.value, label).inc()
+        started_ago_ms = int((time.monotonic() - started) * 1000) + 1
         with self._conn.transaction():
             failpoints.hit("mt5_credit.before_record_outcome")
             match outcome:
                 case Applied(ticket=ticket):
-                    if store.finish(self._conn, row, CreditStatus.DONE, "MT5 applied", ticket=ticket):
+                    done = store.finish(
+                        self._conn,
+                        row,
+                        CreditStatus.DONE,
+                        "MT5 applied",
+                        ticket=ticket,
+                        call_started_ago_ms=started_ago_ms,
+                    )
+                    if done:  # the gateway logged the call and its ticket already
                         events.publish(self._conn, self._outbox, row, events.done_event(row, ticket))
-                    log.info("mt5_applied", credit_id=row.id, ticket=ticket, comment=comment)
                 case Refused(retcode=retcode, reason=reason):
                     self._fail(row, retcode, reason, case_kind="rejected")
                 case Silent(reason=reason):
-                    store.finish(self._conn, row, CreditStatus.UNKNOWN, f"no answer: {reason}")
+                    store.finish(
+                        self._conn,
+                        row,
+                        CreditStatus.UNKNOWN,
+                        f"no answer: {reason}",
+                        call_started_ago_ms=started_ago_ms,
+                    )
                     log.warning("mt5_no_answer", credit_id=row.id, reason=reason, comment=comment)
+
+    def _ready(self, claimed: CreditRow, claimed_mono: float | None) -> CreditRow | None:
+        """The row, re-checked and with a lease that outlasts the call, or None (no call).
+
+        A batch is claimed at once and called one row at a time. While the claim's lease still covers
+        a whole call plus the margin, the row goes as claimed; otherwise the claim is *armed* first
+        (confirmed ours and its lease restarted, committed): a row that waited too long in a slow
+        batch may already have expired, been looked up and been credited elsewhere, and must then
+        not be sent from here.
+        """
+        budget_ms = self._config.call_timeout_ms + self._config.lease_margin_ms
+        fresh = claimed_mono is not None and (
+            (time.monotonic() - claimed_mono) * 1000 <= self._config.lease_ms - budget_ms
+        )
+        if fresh:  # one autocommit read: nothing to write, so no transaction round trips
+            row: CreditRow | None = claimed
+            account = store.load_account(self._conn, claimed.mt5_login)
+        else:
+            with self._conn.transaction():
+                row = store.arm(self._conn, claimed, self._config.lease_ms)
+                account = None if row is None else store.load_account(self._conn, row.mt5_login)
+        if row is None:
+            log.warning("claim_lost_before_call", credit_id=claimed.id)
+            return None
+        problem = precheck(row.mt5_login, row.customer_id, row.currency, account)
+        if problem is not None:
+            metrics.PRECHECK_REFUSALS.inc()
+            with self._conn.transaction():
+                self._fail(row, None, problem, case_kind="precheck")
+            return None
+        return row
 
     def _fail(self, row: CreditRow, retcode: str | None, reason: str, *, case_kind: str) -> None:
         """Inside the caller's transaction: failed, a case, and the event a person will see."""
