@@ -375,3 +375,18 @@ def test_an_unanswered_call_is_dated_from_its_start_for_the_resolver(world: Worl
     assert after is not None and after.status.value == "unknown"
     assert after.claimed_at_ms is not None and row.claimed_at_ms is not None
     assert after.claimed_at_ms >= row.claimed_at_ms + 150
+
+
+def test_no_capture_event_no_credit_whatever_the_browser_does(world: World) -> None:
+    """Seed 000: the redirect never moves money. An intent alone (the browser came back, or never did)
+    creates no credit and no MT5 call; only the captured event does, whenever it arrives."""
+    world.account(5001, "cust-1")
+    ref = world.intent("cust-1", 5001, 700)
+    for _ in range(3):
+        world.executor().run_once()
+        world.resolver().run_once()
+    assert world.rows() == [] and world.mt5.calls == 0
+    world.captured(ref, 700)  # the signed webhook's capture, late or early: the only trigger
+    world.executor().run_once()
+    (row,) = world.rows()
+    assert row["status"] == "done" and len(world.mt5.deals_with(f"dep:{row['id']}")) == 1

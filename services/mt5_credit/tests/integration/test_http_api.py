@@ -45,7 +45,11 @@ class Client:
             with urllib.request.urlopen(req, timeout=10) as resp:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as err:
-            return err.code, json.loads(err.read() or b"{}")
+            raw = err.read() or b"{}"
+            try:
+                return err.code, json.loads(raw)
+            except ValueError:  # aiohttp's own 404/405 pages are text
+                return err.code, {"text": raw.decode(errors="replace")}
 
 
 @pytest.fixture
@@ -215,3 +219,19 @@ def test_a_merchant_never_sees_another_merchants_intent(api: tuple[Client, str])
         client.call("PUT", "/accounts/5009", {"customer_id": "c", "currency": "USD", "enabled": True})[0]
         == 401
     )
+
+
+def test_the_api_has_no_way_to_credit(api: tuple[Client, str]) -> None:
+    """No route takes a login or an amount to credit: a browser redirect or a caller cannot create a
+    credit; credits come only from captured payment events."""
+    client, url = api
+    for method, path in (
+        ("POST", "/credits"),
+        ("POST", "/credits/1"),
+        ("PUT", "/credits/1"),
+        ("POST", "/deposit-intents/x/credit"),
+    ):
+        status, _ = client.call(method, path, {"mt5_login": 5001, "amount_minor": 1})
+        assert status in (404, 405), (method, path, status)
+    with connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM mt5_credits").fetchone() == (0,)
