@@ -10,7 +10,8 @@ fresh databases and a fresh topic namespace. Five deposits from a broker's serve
   3. a deposit whose MT5 credit is applied but never answered (timeout after apply): the credit goes
      unknown and the resolver settles it by finding the deal by its comment;
   4. a EUR 100.00 card deposit into a USD account: converted once (rate stored on the credit);
-  5. a partial refund of deposit 1: a linked MT5 debit.
+  5. partial refunds of deposits 1 and 4: linked MT5 debits (the EUR one at the credit's stored rate,
+     booked through fx_clearing so nothing stays pending in either currency).
 
 Then it prints payments, credits, MT5 deals and journals, and checks the promises: one deal per
 credit reference, every payment's journals balanced, the ledger's hash chain intact. Exit 0 only if
@@ -90,9 +91,13 @@ def run_deposits(system: System) -> list[Deposit]:
     for d in deposits:
         system.wait_payment(d.payment_id, "CAPTURED")
         system.wait_credits(d.ref, ["done"], timeout_s=90)
-    print("demo: all four captured and credited; refunding USD 50.00 of the first")
+    print(
+        "demo: all four captured and credited; refunding USD 50.00 of the first and EUR 40.00 of the fourth"
+    )
     system.refund(deposits[0].payment_id, 5_000)
+    system.refund(deposits[3].payment_id, 4_000, currency="EUR")
     system.wait_credits(deposits[0].ref, ["done", "done"], timeout_s=60)
+    system.wait_credits(deposits[3].ref, ["done", "done"], timeout_s=60)
     return deposits
 
 
@@ -119,7 +124,8 @@ def report(system: System, deposits: list[Deposit]) -> list[str]:
             if len(found) != 1:
                 broken.append(f"{prefix}:{c['credit_id']} has {len(found)} MT5 deals")
     print("\n== journals (ledger), per payment")
-    wait_until(lambda: all(len(system.journals(d.payment_id)) >= 2 for d in deposits), 60, "journals")
+    wanted = {d.payment_id: 4 if n in (0, 3) else 2 for n, d in enumerate(deposits)}
+    wait_until(lambda: all(len(system.journals(p)) >= k for p, k in wanted.items()), 60, "journals")
     for d in deposits:
         for j in system.journals(d.payment_id):
             lines = ", ".join(

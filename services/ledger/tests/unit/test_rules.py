@@ -160,3 +160,23 @@ def test_entries_say_debit_and_credit_with_positive_amounts_only() -> None:
         assert {e.direction for e in result.entries} == {Direction.DEBIT, Direction.CREDIT}
         assert all(e.amount_minor > 0 for e in result.entries)
         assert all(isinstance(e.account, AccountKey) for e in result.entries)
+
+
+def test_an_fx_deposit_refunded_in_full_leaves_nothing_pending_in_either_currency() -> None:
+    """Mt5Debited v2 carries the payment side: a EUR deposit credited in USD and refunded books the
+    debit through fx_clearing, so client_deposits_pending nets to zero in EUR and in USD. A v1 event
+    (no payment side) still books the account currency only."""
+    facts = deposit(7, currency="EUR", mt5_currency="USD", fx_rate="1.1", ending="refunded")
+    debit_fact = facts[-1]
+    v2 = with_body(debit_fact, payment_amount_minor=10_000, payment_currency="EUR", fx_rate="1.1")
+    pending: dict[str, int] = {}
+    for fact in [*facts[:-1], v2]:
+        result = post(fact)
+        assert isinstance(result, JournalDraft), result
+        for e in result.entries:
+            if e.account.code == "client_deposits_pending":
+                sign = 1 if e.direction is Direction.CREDIT else -1
+                pending[e.account.currency] = pending.get(e.account.currency, 0) + sign * e.amount_minor
+    assert all(v == 0 for v in pending.values()), pending
+    v1 = post(debit_fact)
+    assert isinstance(v1, JournalDraft) and {e.account.currency for e in v1.entries} == {"USD"}

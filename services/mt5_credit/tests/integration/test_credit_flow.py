@@ -390,3 +390,24 @@ def test_no_capture_event_no_credit_whatever_the_browser_does(world: World) -> N
     world.executor().run_once()
     (row,) = world.rows()
     assert row["status"] == "done" and len(world.mt5.deals_with(f"dep:{row['id']}")) == 1
+
+
+def test_a_refund_of_an_fx_deposit_is_debited_at_the_credits_rate(world: World) -> None:
+    """EUR 100.00 credited as USD 108.35 at 1.0835; a EUR 40.00 refund debits USD 43.34 (the stored rate,
+    never a new one), the debit row keeps that rate, and Mt5Debited carries both sides for the books."""
+    world.account(5001, "cust-1", "USD")
+    ref = world.intent("cust-1", 5001, 10_000, "EUR")
+    world.captured(ref, 10_000, "EUR")
+    world.executor().run_once()
+    world.refunded(ref, 4_000, "rf-fx", currency="EUR")
+    world.executor().run_once()
+    debit = next(r for r in world.rows() if r["kind"] == "debit")
+    assert (debit["status"], debit["amount_minor"], str(debit["fx_rate"])) == ("done", 4_334, "1.0835")
+    (deal,) = world.mt5.deals_with(f"dbt:{debit['id']}")
+    assert deal.amount_minor == -4_334
+    (event,) = world.events("Mt5Debited")
+    assert (event["payment_amount_minor"], event["payment_currency"], event["fx_rate"]) == (
+        4_000,
+        "EUR",
+        "1.0835",
+    )

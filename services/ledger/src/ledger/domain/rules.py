@@ -11,12 +11,15 @@ credit it takes back, which Kafka's per-payment order rules out).
 | RefundSucceeded | refund:<refund_id> | client_deposits_pending (1) | psp_receivable |
 | ChargebackReceived | chargeback:<chargeback_id> | client_deposits_pending (1) | psp_receivable |
 | Mt5Credited | mt5-credit:<credit_id> | client_deposits_pending | client_mt5_balances/<login> (2) |
-| Mt5Debited refund (3) | mt5-debit:<debit_id> | client_mt5_balances/<login> | client_deposits_pending |
+| Mt5Debited refund (3) | mt5-debit:<debit_id> | client_mt5_balances/<login> | client_deposits_pending (4) |
 | Mt5Debited repair | mt5-debit:<debit_id> | client_mt5_balances/<login> | mt5_suspense |
 
 (1) ``unallocated_receipts`` when the payment pays no deposit (``deposit_reference`` null).
 (2) When the MT5 currency differs from the payment's, through ``fx_clearing`` in both currencies.
 (3) And debit_reason chargeback; an unknown debit_reason is rejected.
+(4) When Mt5Debited v2 carries a payment side in another currency, through ``fx_clearing`` in both
+    currencies (the mirror of (2)), so an FX deposit taken back leaves nothing in
+    ``client_deposits_pending``; v1 events book the account currency only.
 
 Events that move no money (authorized, canceled, failed, ...) are ``Ignored``; an event type with no
 rule is ``Rejected`` (a new money fact must get a rule, never be dropped).
@@ -291,10 +294,23 @@ def _mt5_debited(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy
     if reason not in DEBIT_REASONS:
         return Rejected(RejectReason.UNKNOWN_DEBIT_REASON, f"debit_reason {reason[:40]!r} is not one we know")
     counter = acc.MT5_SUSPENSE if reason == "repair" else acc.CLIENT_DEPOSITS_PENDING
-    entries = (
-        debit(AccountKey(acc.CLIENT_MT5_BALANCES, currency, acc.mt5_holder(login)), amount),
-        credit(AccountKey(counter, currency), amount),
-    )
+    client = AccountKey(acc.CLIENT_MT5_BALANCES, currency, acc.mt5_holder(login))
+    paid_currency = body.get("payment_currency")  # v2: the payment side of the debit, when known
+    if reason != "repair" and paid_currency is not None and paid_currency != currency:
+        # An FX deposit taken back: the MT5 side in the account currency, the deposit side in the
+        # payment's, through fx_clearing, so client_deposits_pending returns to zero in each currency.
+        paid, paid_currency = (
+            _positive(body, "payment_amount_minor"),
+            _currency(body, "payment_currency", policy),
+        )
+        entries: tuple[Entry, ...] = (
+            debit(client, amount),
+            credit(AccountKey(acc.FX_CLEARING, currency), amount),
+            debit(AccountKey(acc.FX_CLEARING, paid_currency), paid),
+            credit(AccountKey(counter, paid_currency), paid),
+        )
+    else:
+        entries = (debit(client, amount), credit(AccountKey(counter, currency), amount))
     original = body.get("original_credit_id")
     detail: dict[str, DetailValue] = {
         "debit_reason": reason,

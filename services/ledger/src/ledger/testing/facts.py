@@ -54,7 +54,8 @@ class Fact:
         )
 
     def encode(self, codec: AvroCodec) -> bytes:
-        return codec.encode(self.event_type, {"envelope": self.envelope(), **self.body})
+        # Facts are written as their first schema version (a v1 producer); newer readers resolve them.
+        return codec.encode(self.event_type, {"envelope": self.envelope(), **self.body}, version=1)
 
     def inbound(self, topic: str, partition: int = 0, offset: int = 0) -> InboundEvent:
         env = self.envelope()

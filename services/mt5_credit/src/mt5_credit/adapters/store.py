@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from mt5_credit.domain.fx import FxQuote
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
 from mt5_credit.domain.model import CreditKind, CreditStatus
 
@@ -180,13 +181,15 @@ def load_original(conn: psycopg.Connection, deposit_reference: str) -> OriginalC
         """SELECT c.id, c.status, c.mt5_login, c.customer_id, c.amount_minor, c.currency,
                   c.payment_amount_minor, c.payment_currency,
                   COALESCE((SELECT sum(d.amount_minor) FROM mt5_credits d
-                            WHERE d.original_credit_id = c.id AND d.status <> 'failed'), 0)
+                            WHERE d.original_credit_id = c.id AND d.status <> 'failed'), 0),
+                  c.fx_rate, c.fx_source, (extract(epoch FROM c.fx_taken_at) * 1000)::bigint
            FROM mt5_credits c WHERE c.deposit_reference = %s AND c.kind = 'credit'
            ORDER BY c.id LIMIT 1 FOR UPDATE""",
         (deposit_reference,),
     ).fetchone()
     if row is None:
         return None
+    fx = None if row[9] is None else FxQuote(str(row[7]), str(row[5]), row[9], str(row[10]), int(row[11]))
     return OriginalCredit(
         int(row[0]),
         CreditStatus(row[1]),
@@ -197,6 +200,7 @@ def load_original(conn: psycopg.Connection, deposit_reference: str) -> OriginalC
         int(row[6]),
         str(row[7]),
         int(row[8]),
+        fx,
     )
 
 

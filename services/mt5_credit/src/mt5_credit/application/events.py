@@ -48,6 +48,9 @@ def debited(row: CreditRow, ticket: int) -> tuple[str, dict[str, Any]]:
         "debit_reason": row.debit_reason or "",
         "source_reference": row.source_reference or "",
         "original_credit_id": row.original_credit_id,
+        "payment_amount_minor": row.payment_amount_minor,
+        "payment_currency": row.payment_currency,
+        "fx_rate": _fx_rate(row),
     }
 
 

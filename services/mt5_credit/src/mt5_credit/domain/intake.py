@@ -72,6 +72,7 @@ class OriginalCredit:
     payment_amount_minor: int
     payment_currency: str
     debited_minor: int  # already taken back by earlier debits (any state but failed)
+    fx: FxQuote | None = None  # the rate the credit was converted at (debits reuse it, never a new one)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ def plan_debit(fact: TakenBack, original: OriginalCredit | None) -> Intake:
         currency=original.currency,
         payment_amount_minor=fact.amount_minor,
         payment_currency=fact.currency,
-        fx=None,
+        fx=original.fx,
         debit_reason=fact.reason,
         original_credit_id=original.credit_id,
     )
