@@ -25,7 +25,7 @@ class WorkerSettings:
     lease_ms: int = setting("CREDIT_LEASE_MS", 120_000, doc="claim lease; >= MT5 call budget + margin")
     lease_margin_ms: int = setting("CREDIT_LEASE_MARGIN_MS", 30_000, doc="lease beyond the MT5 call budget")
     lanes: int = setting("CREDIT_LANES", 4, doc="threads, each with a DB connection and an MT5 session")
-    batch_size_max: int = setting("CREDIT_BATCH_SIZE_MAX", 10, doc="rows claimed per pass and lane")
+    batch_size_max: int = setting("CREDIT_BATCH_SIZE_MAX", 25, doc="rows claimed per pass and lane")
     poll_interval_ms: int = setting("CREDIT_POLL_INTERVAL_MS", 200, doc="idle wait between passes")
     dead_margin_ms: int = setting("RESOLVE_DEAD_MARGIN_MS", 15_000, doc="wait beyond the MT5 call budget")
     lookback_ms: int = setting("RESOLVE_LOOKBACK_MS", 15 * 60_000, doc="lookup window before the claim")

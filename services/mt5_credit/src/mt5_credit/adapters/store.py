@@ -119,6 +119,15 @@ def load_account(conn: psycopg.Connection, mt5_login: int) -> Account | None:
     return None if row is None else Account(int(row[0]), str(row[1]), str(row[2]), bool(row[3]))
 
 
+def load_accounts(conn: psycopg.Connection, mt5_logins: list[int]) -> dict[int, Account]:
+    """The mapping rows of several logins in one query (a claimed batch's)."""
+    rows = conn.execute(
+        "SELECT mt5_login, customer_id, currency, enabled FROM mt5_accounts WHERE mt5_login = ANY(%s)",
+        (mt5_logins,),
+    ).fetchall()
+    return {int(r[0]): Account(int(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows}
+
+
 def load_intent(conn: psycopg.Connection, deposit_reference: str) -> DepositIntent | None:
     row = conn.execute(
         """SELECT deposit_reference, merchant_id, customer_id, mt5_login, amount_minor, currency
@@ -302,19 +311,26 @@ def open_case(
 
 
 def expire_leases(conn: psycopg.Connection, limit: int) -> list[CreditRow]:
-    """Claimed rows whose lease ran out become unknown (the worker may have reached MT5)."""
-    rows = _rows(
+    """Claimed rows whose lease ran out become unknown (the worker may have reached MT5).
+
+    One statement (the update and its transition rows), so it needs no explicit transaction: the
+    common case, nothing expired, costs one round trip.
+    """
+    return _rows(
         conn,
-        f"""UPDATE mt5_credits c SET status = 'unknown', unknown_since = now(), silent_lookups = 0,
-              next_lookup_at = now(), last_reason = 'lease expired', updated_at = now()
-            WHERE c.id IN (SELECT id FROM mt5_credits WHERE status = 'claimed' AND lease_expires_at < now()
-                           ORDER BY lease_expires_at LIMIT %s FOR UPDATE SKIP LOCKED)
-              AND c.status = 'claimed' AND c.lease_expires_at < now()
-            RETURNING {_COLUMNS}""",
+        f"""WITH moved AS (
+              UPDATE mt5_credits c SET status = 'unknown', unknown_since = now(), silent_lookups = 0,
+                next_lookup_at = now(), last_reason = 'lease expired', updated_at = now()
+              WHERE c.id IN (SELECT id FROM mt5_credits WHERE status = 'claimed' AND lease_expires_at < now()
+                             ORDER BY lease_expires_at LIMIT %s FOR UPDATE SKIP LOCKED)
+                AND c.status = 'claimed' AND c.lease_expires_at < now()
+              RETURNING {_COLUMNS}),
+            logged AS (
+              INSERT INTO mt5_credit_transitions (credit_id, from_status, to_status, reason)
+              SELECT id, 'claimed', 'unknown', 'lease expired' FROM moved)
+            SELECT * FROM moved""",
         (limit,),
     )
-    transitions(conn, [(r.id, CreditStatus.CLAIMED, CreditStatus.UNKNOWN, "lease expired") for r in rows])
-    return rows
 
 
 def claim(conn: psycopg.Connection, limit: int, lease_ms: int) -> list[CreditRow]:

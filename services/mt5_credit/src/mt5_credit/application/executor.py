@@ -20,7 +20,7 @@ from mt5_credit.adapters import store
 from mt5_credit.adapters.store import CreditRow
 from mt5_credit.application import events, metrics
 from mt5_credit.application.ports import Applied, Mt5Port, Refused, Silent
-from mt5_credit.domain.intake import precheck
+from mt5_credit.domain.intake import Account, precheck
 from mt5_credit.domain.model import CreditKind, CreditStatus, mt5_comment, signed_amount_minor
 
 log = get_logger("mt5_credit.executor")
@@ -30,6 +30,8 @@ log = get_logger("mt5_credit.executor")
 # adding money cannot fail it, so the flag is the same everywhere and never left to a default.
 CHECK_MARGIN_CREDIT = True
 CHECK_MARGIN_DEBIT = True
+# How old the account mapping read with a claim may be and still count as the re-check before a call.
+PRECHECK_FRESH_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -61,21 +63,30 @@ class Executor:
 
     def run_once(self) -> int:
         """Expire old leases, claim a batch, execute it. Returns how many rows were claimed."""
-        with self._conn.transaction():
-            expired = store.expire_leases(self._conn, self._config.batch_size_max)
+        expired = store.expire_leases(self._conn, self._config.batch_size_max)  # one statement
         for row in expired:
             metrics.LEASES_EXPIRED.inc()
             log.warning("lease_expired", credit_id=row.id, attempts=row.attempts)
         claimed_mono = time.monotonic()  # before the claim: local elapsed time never underestimates
         with self._conn.transaction():
             claimed = store.claim(self._conn, self._config.batch_size_max, self._config.lease_ms)
+            accounts = store.load_accounts(self._conn, [r.mt5_login for r in claimed]) if claimed else {}
         for row in claimed:
-            self.execute_claimed(row, claimed_mono)
+            self.execute_claimed(row, claimed_mono, accounts)
         return len(claimed)
 
-    def execute_claimed(self, claimed: CreditRow, claimed_mono: float | None = None) -> None:
-        """Re-check, make sure the lease covers the call, call MT5 once, record what it said."""
-        row = self._ready(claimed, claimed_mono)
+    def execute_claimed(
+        self,
+        claimed: CreditRow,
+        claimed_mono: float | None = None,
+        accounts: dict[int, Account] | None = None,
+    ) -> None:
+        """Re-check, make sure the lease covers the call, call MT5 once, record what it said.
+
+        ``accounts`` is the mapping read with the claim; it stands in for the re-check only while it is
+        younger than ``PRECHECK_FRESH_S``, otherwise the row's account is read again right here.
+        """
+        row = self._ready(claimed, claimed_mono, accounts or {})
         if row is None:
             return
         failpoints.hit("mt5_credit.after_claim")
@@ -120,7 +131,9 @@ class Executor:
                     )
                     log.warning("mt5_no_answer", credit_id=row.id, reason=reason, comment=comment)
 
-    def _ready(self, claimed: CreditRow, claimed_mono: float | None) -> CreditRow | None:
+    def _ready(
+        self, claimed: CreditRow, claimed_mono: float | None, accounts: dict[int, Account]
+    ) -> CreditRow | None:
         """The row, re-checked and with a lease that outlasts the call, or None (no call).
 
         A batch is claimed at once and called one row at a time. While the claim's lease still covers
@@ -133,9 +146,14 @@ class Executor:
         fresh = claimed_mono is not None and (
             (time.monotonic() - claimed_mono) * 1000 <= self._config.lease_ms - budget_ms
         )
-        if fresh:  # one autocommit read: nothing to write, so no transaction round trips
+        if fresh:
             row: CreditRow | None = claimed
-            account = store.load_account(self._conn, claimed.mt5_login)
+            assert claimed_mono is not None
+            recent = time.monotonic() - claimed_mono <= PRECHECK_FRESH_S and claimed.mt5_login in accounts
+            # The mapping read with the claim, or one autocommit read (nothing to write: no transaction).
+            account = (
+                accounts[claimed.mt5_login] if recent else store.load_account(self._conn, claimed.mt5_login)
+            )
         else:
             with self._conn.transaction():
                 row = store.arm(self._conn, claimed, self._config.lease_ms)

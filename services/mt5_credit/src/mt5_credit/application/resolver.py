@@ -10,6 +10,7 @@ bound, a case too. Never a money correction.
 from __future__ import annotations
 
 import psycopg
+from backbone.invariants import invariant
 from backbone.logs import get_logger
 from backbone.outbox.writer import OutboxWriter
 
@@ -39,6 +40,7 @@ class Resolver:
         timing: ResolveTiming,
         batch_size_max: int,
     ) -> None:
+        invariant(conn.autocommit, "the resolver needs an autocommit connection")
         self._conn = conn
         self._mt5 = mt5
         self._outbox = outbox
@@ -47,10 +49,8 @@ class Resolver:
 
     def run_once(self) -> int:
         dead_after_ms = self._timing.call_timeout_ms + self._timing.dead_margin_ms
-        with self._conn.transaction():
-            rows = store.due_unknown(
-                self._conn, self._batch_size_max, dead_after_ms, self._timing.backoff_cap_ms
-            )
+        # One UPDATE statement: atomic on its own, no explicit transaction (the common case finds nothing).
+        rows = store.due_unknown(self._conn, self._batch_size_max, dead_after_ms, self._timing.backoff_cap_ms)
         if not rows:
             return 0
         server_now_ms = self._mt5.server_time_ms()
