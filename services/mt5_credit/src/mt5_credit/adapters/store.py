@@ -13,11 +13,12 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+from backbone.invariants import invariant
 from psycopg.rows import dict_row
 
 from mt5_credit.domain.fx import FxQuote
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
-from mt5_credit.domain.model import CreditKind, CreditStatus
+from mt5_credit.domain.model import CreditKind, CreditStatus, can_move
 
 
 @dataclass(frozen=True)
@@ -397,6 +398,7 @@ def finish(
     ``call_started_ago_ms`` moves ``claimed_at`` to when the call really started, so the
     resolver's "surely dead" wait counts from the call, not from the batch's claim.
     """
+    invariant(can_move(row.status, to), f"credit {row.id}: {row.status} -> {to} is not a transition")
     allowed = ("claimed",) if to is CreditStatus.UNKNOWN else ("claimed", "unknown")
     # One statement: the conditional update and its transition row (nothing is recorded if the
     # claim is no longer ours).
@@ -463,6 +465,9 @@ def resolve(
     next_lookup_ms: int = 0,
 ) -> bool:
     """Apply a lookup's verdict to an unknown row still under the same claim; False if it moved."""
+    invariant(
+        to is CreditStatus.UNKNOWN or can_move(row.status, to), f"credit {row.id}: {row.status} -> {to}"
+    )
     updated = conn.execute(
         """UPDATE mt5_credits SET status = %s, mt5_deal_ticket = COALESCE(%s, mt5_deal_ticket),
              needs_person = needs_person OR %s, last_reason = %s,

@@ -143,13 +143,10 @@ class Executor:
         not be sent from here.
         """
         budget_ms = self._config.call_timeout_ms + self._config.lease_margin_ms
-        fresh = claimed_mono is not None and (
-            (time.monotonic() - claimed_mono) * 1000 <= self._config.lease_ms - budget_ms
-        )
-        if fresh:
+        waited_s = None if claimed_mono is None else time.monotonic() - claimed_mono
+        if waited_s is not None and waited_s * 1000 <= self._config.lease_ms - budget_ms:
             row: CreditRow | None = claimed
-            assert claimed_mono is not None
-            recent = time.monotonic() - claimed_mono <= PRECHECK_FRESH_S and claimed.mt5_login in accounts
+            recent = waited_s <= PRECHECK_FRESH_S and claimed.mt5_login in accounts
             # The mapping read with the claim, or one autocommit read (nothing to write: no transaction).
             account = (
                 accounts[claimed.mt5_login] if recent else store.load_account(self._conn, claimed.mt5_login)

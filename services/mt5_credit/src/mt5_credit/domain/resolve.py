@@ -35,11 +35,6 @@ class ResolveTiming:
         invariant(self.no_answer_attempts_max >= 1, "at least one lookup before a case")
 
 
-def surely_dead_at_ms(claimed_at_ms: int, timing: ResolveTiming) -> int:
-    """When the call started under this claim can no longer reach MT5."""
-    return claimed_at_ms + timing.call_timeout_ms + timing.dead_margin_ms
-
-
 def lookup_window_ms(
     first_claimed_at_ms: int, db_now_ms: int, server_now_ms: int, timing: ResolveTiming
 ) -> tuple[int, int]:
