@@ -10,7 +10,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,6 +24,7 @@ from backbone.postgres import connect
 from backbone.psp import HEADER as SIGNATURE_HEADER
 from backbone.psp import PspClient, Verified, verify_signature
 from backbone.testing import kafka
+from backbone.testing.http import serve_posts
 from backbone.testing.processes import Proc
 from backbone.testing.stack import Stack, free_port
 from confluent_kafka import Producer
@@ -390,21 +391,7 @@ class GatewayStandIn:
         self._server: ThreadingHTTPServer | None = None
 
     def start(self) -> GatewayStandIn:
-        gateway = self
-
-        class _Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                status = gateway.receive(self.headers.get(SIGNATURE_HEADER), raw)
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = serve_posts(lambda headers, raw: self.receive(headers.get(SIGNATURE_HEADER), raw))
         return self
 
     @property

@@ -12,11 +12,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from email.message import Message
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
 from backbone.psp import PspClient
+from backbone.testing.http import serve_posts
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import free_port
 
@@ -54,25 +56,13 @@ class Receiver:
     _server: ThreadingHTTPServer | None = None
 
     def start(self) -> Receiver:
-        receiver = self
-
-        class _Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(length)
-                with receiver._lock:
-                    receiver.received.append(Received(dict(self.headers.items()), body))
-                    status = receiver.answer(len(receiver.received))
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = serve_posts(self._record)
         return self
+
+    def _record(self, headers: Message, body: bytes) -> int:
+        with self._lock:
+            self.received.append(Received(dict(headers.items()), body))
+            return self.answer(len(self.received))
 
     @property
     def url(self) -> str:
