@@ -6,7 +6,11 @@ fields passed to the call. Usage::
     log = get_logger(__name__)
     log.info("relay.published", count=120, topic="payments.events")
 
-Never pass payloads, card data or secrets as fields: logs are read by many people.
+Never pass payloads, card data or secrets as fields: logs are read by many people. As a last line
+of defence the formatter redacts card data from every line it writes (``backbone.carddata``'s rules,
+which leave ids, UUIDs and timestamps alone): a card number in the message, in any field (at any
+depth, in keys too), or in a traceback becomes ``[redacted]``, and so does the value of a field
+named like card data (``cvv``, ``card_number``, ...).
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, Final
 
+from backbone.carddata import REDACTED, find_card_number, is_card_field, redact_card_numbers
+
+_DEPTH_MAX: Final = 8
 _service_name = "unknown"
 
 
@@ -38,12 +45,31 @@ class JsonFormatter(logging.Formatter):
                 payload.setdefault(key, value)
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
+        payload = _scrub(payload)
         try:
             return json.dumps(payload, default=str, separators=(",", ":"), allow_nan=False)
         except (ValueError, TypeError):
             # NaN/Infinity (not JSON) or keys json cannot write: fall back to text for every
             # field rather than lose the line or break "one JSON object per line".
             return json.dumps({k: _plain(v) for k, v in payload.items()}, separators=(",", ":"))
+
+
+def _scrub(value: Any, depth: int = 0) -> Any:
+    """``value`` with card data redacted; containers are copied, anything else becomes its text."""
+    if value is None or isinstance(value, bool | float):
+        return value
+    if isinstance(value, str):
+        return redact_card_numbers(value)
+    if isinstance(value, int):
+        return REDACTED if find_card_number(str(value)) else value
+    if depth < _DEPTH_MAX and isinstance(value, dict):
+        return {
+            redact_card_numbers(str(k)): REDACTED if is_card_field(str(k)) else _scrub(v, depth + 1)
+            for k, v in value.items()
+        }
+    if depth < _DEPTH_MAX and isinstance(value, list | tuple):
+        return [_scrub(item, depth + 1) for item in value]
+    return redact_card_numbers(str(value))
 
 
 def _plain(value: Any) -> Any:

@@ -8,7 +8,17 @@ import random
 import uuid
 
 import pytest
-from backbone.carddata import find_card_field, find_card_number, luhn_valid
+from backbone.carddata import (
+    card_spans,
+    find_card_data,
+    find_card_field,
+    find_card_number,
+    find_in_body,
+    find_in_request,
+    luhn_valid,
+    redact_card_numbers,
+    redact_document,
+)
 from backbone.ids import new_id
 from hypothesis import given
 from hypothesis import strategies as st
@@ -95,3 +105,102 @@ def test_card_fields_are_found_at_any_depth() -> None:
     assert find_card_field({"a": [{"b": {"card-number": None}}]})
     assert find_card_field({"cvv2": 1})
     assert not find_card_field({"metadata": {"order": "cvc-free"}, "amount_minor": 1})
+
+
+# --- where, redaction, requests ----------------------------------------------------------------------
+
+
+def test_spans_point_at_the_card_numbers_and_redaction_keeps_the_rest() -> None:
+    """Offsets are into the text as given (UUIDs before them do not shift them); redaction replaces
+    exactly the card numbers and leaves ids, timestamps and UUIDs as they were."""
+    u = str(uuid.uuid4())
+    text = f"id {u} card 4242 4242 4242 4242 at 1796055528000, amex 378282246310005."
+    spans = card_spans(text)
+    assert [text[a:b] for a, b in spans] == ["4242 4242 4242 4242", "378282246310005"]
+    assert redact_card_numbers(text) == f"id {u} card [redacted] at 1796055528000, amex [redacted]."
+    assert redact_card_numbers("nothing here 12345") == "nothing here 12345"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"payment_method_token": "4242424242424242"},
+        {"payment_method_token": "tok_4242424242424242"},
+        {"card": {"number": "4242 4242 4242 4242"}},
+        {"pan": "5555-5555-5555-4444"},
+        {"notes": ["x", {"y": "378282246310005"}]},
+        {"cvv": "123"},
+        {"CVC": 123},
+        {"security_code": "123"},
+        {"cardNumber": "x"},
+        {"4242424242424242": "as a key"},
+        {"amount_minor": 4242424242424242},
+        {"amount": 4242424242424242.0},
+    ],
+)
+def test_card_data_anywhere_in_a_json_body_is_found(body: dict[str, object]) -> None:
+    """A card number anywhere (value, key, nested, grouped, as a number) or a card-data field."""
+    assert find_in_body(json.dumps(body).encode())
+    assert find_card_data(body)
+
+
+def test_card_numbers_hidden_by_json_escapes_or_encodings_are_found() -> None:
+    """``\\u0034\\u0032…`` escapes and a UTF-16 body (json.loads reads both) do not hide a number."""
+    escaped = "".join(f"\\u{ord(c):04x}" for c in "4242424242424242")
+    assert find_in_body(f'{{"note": "{escaped}"}}'.encode())
+    assert find_in_body('{"note": "4242424242424242"}'.encode("utf-16"))
+    assert find_in_body(b"plain text 4242-4242-4242-4242 not json")
+
+
+def test_honest_bodies_headers_and_queries_pass() -> None:
+    """Amounts, logins, ids, UUIDs, timestamps, dates, trace headers, user agents: no refusal."""
+    body = {
+        "amount_minor": 123456789012, "mt5_login": 5001, "payment_id": new_id("pay"),
+        "event_id": str(uuid.uuid4()), "occurred_at_ms": 1796055528000, "as_of": "2026-11-30T00:00:00Z",
+    }  # fmt: skip
+    assert not find_in_body(json.dumps(body).encode())
+    headers = [
+        ("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        ("Date", "Tue, 01 Dec 2026 20:50:12 GMT"),
+        ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Chrome/156.0.8078.73"),
+        ("Authorization", "Bearer system-merchant-token-0123456789"),
+        (
+            "Simpsp-Signature",
+            "t=1796158297,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd",
+        ),
+        ("Idempotency-Key", f"k-{uuid.uuid4().hex}"),
+    ]
+    assert find_in_request("/payments/pay_01HZX/refunds", [("after", "12.3")], headers, b"{}") is None
+
+
+def test_request_parts_are_named() -> None:
+    """The first part that carries card data is named: path, query (names too), header, body."""
+    pan = "4242424242424242"
+    assert find_in_request(f"/accounts/{pan}", [], [], None) == "path"
+    assert find_in_request("/x", [("reference", f"ref {pan}")], [], None) == "query"
+    assert find_in_request("/x", [("cvv", "1")], [], None) == "query"
+    assert find_in_request("/x", [], [("Idempotency-Key", pan)], None) == "header"
+    assert find_in_request("/x", [], [(pan, "v")], None) == "header"
+    assert find_in_request("/x", [], [], f'{{"n": "{pan}"}}'.encode()) == "body"
+    assert find_in_request("/x", [], [], None) is None  # body None: not screened here
+
+
+def test_redact_document_replaces_card_data_and_keeps_the_shape() -> None:
+    """Values under card-data fields, card numbers in text, card-shaped numbers and keys are replaced;
+    everything else is kept; the result carries no card data."""
+    doc = {
+        "id": "evt_1",
+        "data": {"object": {"id": "pi_1", "amount": 100, "metadata": {"note": "card 4242 4242 4242 4242"}}},
+        "card": {"cvc": "123", "number": 5555555555554444, "last4": "4444"},
+        "378282246310005": True,
+    }
+    redacted, count = redact_document(doc)
+    assert count == 4
+    assert redacted["data"]["object"] == {
+        "id": "pi_1",
+        "amount": 100,
+        "metadata": {"note": "card [redacted]"},
+    }
+    assert redacted["card"] == {"cvc": "[redacted]", "number": "[redacted]", "last4": "4444"}
+    assert redacted["[redacted]#4"] is True
+    assert not find_card_data(redacted)

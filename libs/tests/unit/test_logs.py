@@ -145,3 +145,41 @@ def test_nan_field_still_yields_strict_json(capsys: pytest.CaptureFixture[str]) 
     get_logger("t").info("rate", per_second=float("nan"))
     [line] = capsys.readouterr().err.splitlines()
     json.loads(line, parse_constant=refuse)
+
+
+def test_card_numbers_are_redacted_from_every_part_of_a_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The last line of defence: a card number in the message, a field, a nested field, a key, an
+    integer, a traceback, or under a card-data field name, never reaches the log; ids, UUIDs and
+    timestamps next to it are kept as they were."""
+    configure_logging("svc")
+    log = get_logger("t")
+    ids = {
+        "event_id": "0b7c9a4e-5a51-4c59-8a5e-2f9c1d3b7a10",
+        "payment_id": "pay_01JXK4242",
+        "at_ms": 1796055528000,
+    }
+    log.warning("path /accounts/4242424242424242", note="card 4242 4242 4242 4242", **ids)
+    log.info(
+        "nested", doc={"a": [{"b": "5555-5555-5555-4444"}], "4000056655665556": 1}, number=378282246310005
+    )
+    log.info("by name", cvv="123", card_number="x")
+    try:
+        raise ValueError("bad value 6011111111111117")
+    except ValueError:
+        log.exception("failed")
+    captured = capsys.readouterr().err
+    for pan in (
+        "4242424242424242",
+        "4242 4242",
+        "5555-5555",
+        "4000056655665556",
+        "378282246310005",
+        "6011111111111117",
+    ):
+        assert pan not in captured
+    first, nested, named, failed = (json.loads(line) for line in captured.splitlines())
+    assert first["event"] == "path /accounts/[redacted]" and first["note"] == "card [redacted]"
+    assert {k: first[k] for k in ids} == ids
+    assert nested["doc"] == {"a": [{"b": "[redacted]"}], "[redacted]": 1} and nested["number"] == "[redacted]"
+    assert named["cvv"] == "[redacted]" and named["card_number"] == "[redacted]"
+    assert "bad value [redacted]" in failed["exc"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 import psycopg
 
 from backbone.avro import AvroCodec
+from backbone.carddata import CARD_DATA_CODE, find_card_number
+from backbone.cli import refuse_card_data
 from backbone.consumer.inbox import claim_events
 from backbone.consumer.messages import (
     BatchHandler,
@@ -78,15 +81,17 @@ def replay_dead_letter(
     _require_audit(operator, note)
     with conn.transaction():
         row = conn.execute(
-            "SELECT topic, kafka_partition, kafka_offset, message_key, payload, resolution FROM dead_letters"
-            " WHERE id = %s AND consumer = %s FOR UPDATE",
+            "SELECT topic, kafka_partition, kafka_offset, message_key, payload, resolution, error_class"
+            " FROM dead_letters WHERE id = %s AND consumer = %s FOR UPDATE",
             (dead_letter_id, ctx.consumer),
         ).fetchone()
         if row is None:
             return NotFound()
-        topic, partition, offset, key, payload, resolution = row
+        topic, partition, offset, key, payload, resolution, error_class = row
         if resolution is not None:
             return AlreadyResolved(resolution)
+        if error_class == CARD_DATA_CODE:
+            return StillFailing(f"{CARD_DATA_CODE}: only a redacted copy was kept; discard it")
         decoded = decode_inbound(ctx.codec, ctx.catalogue, topic, key, payload)
         if isinstance(decoded, Rejection):
             return StillFailing(f"{decoded.error_class}: {decoded.reason}")
@@ -146,6 +151,8 @@ def _resolve(
 def _require_audit(operator: str, note: str) -> None:
     if not operator.strip() or not note.strip():
         raise ValueError("an operator action needs who (--by) and why (--reason)")
+    if find_card_number(operator) or find_card_number(note):
+        raise ValueError(f"{CARD_DATA_CODE}: who and why must not carry a card number")
 
 
 def dlq_main(argv: list[str] | None, database_url: str, build: Callable[[], ReplayContext]) -> int:
@@ -158,6 +165,8 @@ def dlq_main(argv: list[str] | None, database_url: str, build: Callable[[], Repl
         cmd.add_argument("id", type=int)
         cmd.add_argument("--by", required=True, help="who does this (audited)")
         cmd.add_argument("--reason", required=True, help="why (audited)")
+    if refuse_card_data(argv if argv is not None else sys.argv[1:]):
+        return 2  # before argparse, whose errors quote the values they refuse
     args = parser.parse_args(argv)
     ctx = build()
     with connect(database_url, autocommit=True, application_name="dlq-cli") as conn:

@@ -186,11 +186,14 @@ class IdempotentConsumer:
         return False
 
     def _decode(self, message: Polled) -> Item:
-        decoded = decode_inbound(self._codec, self._catalogue, message.topic, message.key, message.value)
+        decoded = decode_inbound(
+            self._codec, self._catalogue, message.topic, message.key, message.value, lambda: message.headers
+        )
         if isinstance(decoded, Rejection):
-            return Item(
-                message, None, dead_letter_for(message, decoded.error_class, decoded.reason, decoded.event)
+            letter = dead_letter_for(
+                message, decoded.error_class, decoded.reason, decoded.event, redacted=decoded.redacted
             )
+            return Item(message, None, letter)
         inbound = InboundEvent(decoded, message.topic, message.partition, message.offset)
         return Item(message, inbound, None)
 

@@ -3,18 +3,33 @@ handler gets, and the contract check that turns a message into an event or a rej
 
 Pure: no I/O. ``decode_inbound`` is shared by the consumer loop and the dead-letter replay, so a
 replayed message passes exactly the checks a consumed one does.
+
+Card data (DESIGN §9): a message that carries a card number in any text or bytes field, or in a map
+key (and, for commands, which come from upstream services, also in an integer field or a Kafka
+header) is refused as ``card_data_forbidden`` before any other check and never reaches a handler.
+Its dead letter keeps a redacted re-encoding of it (card numbers replaced, integers zeroed), never
+the bytes as received; so does the dead-letter topic. Bytes that do not decode at all are kept with
+any card-shaped digits in them masked (they cannot be replayed anyway).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from confluent_kafka import Message
 
 from backbone.avro import AvroCodec, DecodedEvent, DecodeError, InvalidEnvelope, MalformedDatum, UnknownSchema
+from backbone.carddata import (
+    CARD_DATA_CODE,
+    card_spans,
+    find_card_data,
+    find_card_number,
+    find_in_text_pairs,
+    redact_card_numbers,
+)
 from backbone.consumer.inbox import DeadLetter, TopicPartitionKey
 from backbone.invariants import invariant
 from backbone.kafka.topics import TopicCatalogue
@@ -116,23 +131,40 @@ class Item:
 
 @dataclass(frozen=True)
 class Rejection:
-    """Why a message cannot be applied, whatever the handler: it goes straight to the dead letters."""
+    """Why a message cannot be applied, whatever the handler: it goes straight to the dead letters.
+    ``redacted`` is set when the message carried card data: the (key, payload) to keep instead."""
 
     error_class: str
     reason: str
     event: DecodedEvent | None = None
+    redacted: tuple[bytes | None, bytes | None] | None = None
+
+
+CARD_DATA_REASON: Final = (
+    "the message carries card data (a card number or security code); only tokens are accepted."
+    " Kept redacted: the original bytes are not stored"
+)
 
 
 def decode_inbound(
-    codec: AvroCodec, catalogue: TopicCatalogue, topic: str, key: bytes | None, value: bytes | None
+    codec: AvroCodec,
+    catalogue: TopicCatalogue,
+    topic: str,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Callable[[], Mapping[str, str]] | None = None,
 ) -> DecodedEvent | Rejection:
-    """Decode and check one message against the contract: Avro + envelope, key, topic's event types."""
+    """Decode and check one message against the contract: Avro + envelope, card data, key, topic's
+    event types. ``headers`` gives the message's Kafka headers when asked (commands only)."""
     try:
         event = codec.decode(value or b"")
     except UnknownSchema as exc:
         return Rejection("unknown_schema", exc.reason)
     except DecodeError as exc:
         return Rejection(_decode_error_class(exc), exc.reason)
+    card_data = _card_data(codec, event, key, headers)
+    if card_data is not None:
+        return card_data
     if key is None or key.decode("utf-8", "replace") != event.envelope.payment_id:
         reason = "Kafka key does not equal the envelope's payment_id: per-payment order is not guaranteed"
         return Rejection("key_mismatch", reason, event)
@@ -143,16 +175,86 @@ def decode_inbound(
     return event
 
 
+def _card_data(
+    codec: AvroCodec,
+    event: DecodedEvent,
+    key: bytes | None,
+    headers: Callable[[], Mapping[str, str]] | None,
+) -> Rejection | None:
+    """A rejection with the redacted message when ``event`` (or its key, or a command's headers)
+    carries card data; None otherwise. Our own events are scanned as text only (their integers are
+    amounts, tickets and millisecond timestamps, never typed by a person)."""
+    command = codec.catalogue.entry(event.event_type, event.writer_version).kind == "commands"
+    found = find_card_data(event.body, numbers=command, fields=False)
+    found = found or (key is not None and find_card_number(key.decode("latin-1")))
+    found = found or (command and headers is not None and find_in_text_pairs(headers().items()))
+    if not found:
+        return None
+    return Rejection(CARD_DATA_CODE, CARD_DATA_REASON, event, (redact_bytes(key), _reencoded(codec, event)))
+
+
+def _reencoded(codec: AvroCodec, event: DecodedEvent) -> bytes | None:
+    """``event`` with its card data replaced, encoded with its type's latest schema (the body is
+    already resolved to it); None if the redacted record cannot be encoded."""
+    record = _redact_record(event.body)
+    record["envelope"] = {
+        **record["envelope"],
+        "schema_version": codec.catalogue.latest_version(event.event_type),
+    }
+    try:
+        return codec.encode(event.event_type, record)
+    except Exception:  # a redacted rendition is best effort; the letter is kept without it
+        return None
+
+
+def _redact_record(value: Any) -> Any:
+    """A decoded Avro value with card numbers replaced, types kept: text and bytes masked, a
+    card-shaped integer becomes 0."""
+    if isinstance(value, str):
+        return redact_card_numbers(value)
+    if isinstance(value, bytes):
+        return redact_bytes(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return 0 if find_card_number(str(value)) else value
+    if isinstance(value, dict):
+        return {redact_card_numbers(str(k)): _redact_record(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_record(item) for item in value]
+    return value
+
+
+def redact_bytes(data: bytes | None) -> bytes | None:
+    """``data`` with every card-shaped run of ASCII digits masked (read as Latin-1: one byte, one
+    character, so every other byte stays as it was)."""
+    if data is None:
+        return None
+    text = data.decode("latin-1")
+    return redact_card_numbers(text).encode("latin-1") if card_spans(text) else data
+
+
 def dead_letter_for(
-    message: Polled, error_class: str, reason: str, event: DecodedEvent | None = None, attempts: int = 1
+    message: Polled,
+    error_class: str,
+    reason: str,
+    event: DecodedEvent | None = None,
+    attempts: int = 1,
+    redacted: tuple[bytes | None, bytes | None] | None = None,
 ) -> DeadLetter:
+    """The dead letter of ``message``. Its key and payload are ``redacted`` when given (card data);
+    bytes that never decoded are kept with card-shaped digits masked; header values always are."""
+    if redacted is not None:
+        key, payload = redacted
+    elif event is None:
+        key, payload = redact_bytes(message.key), redact_bytes(message.value)
+    else:
+        key, payload = message.key, message.value
     return DeadLetter(
         topic=message.topic,
         partition=message.partition,
         offset=message.offset,
-        key=message.key,
-        payload=message.value,
-        headers=message.headers,
+        key=key,
+        payload=payload,
+        headers={redact_card_numbers(k): redact_card_numbers(v) for k, v in message.headers.items()},
         error_class=error_class,
         reason=reason,
         attempts=attempts,

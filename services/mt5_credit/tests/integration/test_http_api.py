@@ -169,7 +169,7 @@ def test_intent_idempotency_replays_and_detects_a_changed_request(api: tuple[Cli
             "k-bad-0005",
             TOKEN_A,
             400,
-            "card_data_refused",
+            "card_data_forbidden",
         ),
         (
             b'{"customer_id": "cust-1", "mt5_login": 5001, "amount_minor": 5, "currency": "USD", "x": 1}',

@@ -114,8 +114,9 @@ def test_commands_follow_the_api_idempotency_rules(
     service: Service, running: dict[str, Proc], upstream: Publisher
 ) -> None:
     """CreatePayment from the commands topic: a redelivered command with the same key replays (one
-    payment); the same key with another amount changes nothing; card data is refused without a
-    trace; a capture before authorization is refused and recorded like over HTTP."""
+    payment); the same key with another amount changes nothing; card data never reaches the
+    handler: it is dead-lettered with the payload redacted (no digits kept anywhere); a capture
+    before authorization is refused and recorded like over HTTP."""
     payment_id = f"pay_cmd_{next(_seq)}"
     create = {
         "merchant_id": MERCHANT_A,
@@ -152,7 +153,12 @@ def test_commands_follow_the_api_idempotency_rules(
         1,
     )
     assert service.scalar("SELECT count(*) FROM idempotency_keys WHERE idempotency_key = 'cmd-card'") == 0
-    assert service.scalar("SELECT count(*) FROM dead_letters") == 0
+    letters = service.query("SELECT error_class, payload, headers::text FROM dead_letters")
+    assert [row[0] for row in letters] == ["card_data_forbidden"]
+    redacted = service.codec.decode(bytes(letters[0][1]))
+    assert redacted.body["payment_method_token"] == "[redacted]"
+    assert redacted.body["idempotency_key"] == "cmd-card"
+    assert b"4111111111111111" not in bytes(letters[0][1]) and "4111111111111111" not in letters[0][2]
 
 
 def test_unusable_webhooks_are_dead_lettered(

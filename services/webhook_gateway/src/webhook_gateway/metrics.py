@@ -14,7 +14,8 @@ _DELAY_BUCKETS_S: Final = (0.1, 0.5, 1, 5, 30, 60, 300, 900, 3600, 6 * 3600, 24 
 WEBHOOK_REQUESTS: Final = Counter(
     "webhook_requests_total",
     "Webhook deliveries by outcome: stored, duplicate, signature_rejected, event_rejected, "
-    "body_too_large, body_timeout, body_incomplete, unknown_provider, store_unavailable, internal_error",
+    "card_data_forbidden, body_too_large, body_timeout, body_incomplete, unknown_provider, "
+    "store_unavailable, internal_error",
     ["provider", "outcome"],
 )
 WEBHOOK_SIGNATURE_FAILURES: Final = Counter(
@@ -28,6 +29,11 @@ WEBHOOK_SECRET_USED: Final = Counter(
 WEBHOOK_DUPLICATE_BODY_DIFFERS: Final = Counter(
     "webhook_duplicate_body_differs_total",
     "Redeliveries of a stored event id whose body differs from the stored one (the first is kept)",
+    ["provider"],
+)
+WEBHOOK_CARD_DATA_REDACTED: Final = Counter(
+    "webhook_card_data_redacted_total",
+    "Verified webhooks whose body carried card data and was stored and published redacted (ADR 0004)",
     ["provider"],
 )
 WEBHOOK_SECONDS: Final = Histogram(

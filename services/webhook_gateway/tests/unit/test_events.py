@@ -129,8 +129,8 @@ def test_audit_headers_keep_the_allow_list_only_and_bound_values() -> None:
 
 @pytest.mark.parametrize("payment_id", ["pi_1", None])
 def test_event_body_encodes_with_the_published_schema(payment_id: str | None) -> None:
-    """The ProviderEventReceived body the domain builds is valid against schemas/ (v1) and carries
-    the raw body untouched."""
+    """The ProviderEventReceived body the domain builds is valid against schemas/ (the latest, v2)
+    and carries the raw body untouched, flagged as not redacted."""
     raw = b'{"id":"evt_1","type":"t"}'
     receipt = NewReceipt(
         "simpsp",
@@ -148,7 +148,7 @@ def test_event_body_encodes_with_the_published_schema(payment_id: str | None) ->
         "payment_id": outbox_key("simpsp", receipt.event),
         "occurred_at_ms": 1_700_000_000_123,
         "producer": "webhook_gateway",
-        "schema_version": 1,
+        "schema_version": 2,
         "causation_id": None,
         "correlation_id": "req_1",
     }
@@ -157,3 +157,4 @@ def test_event_body_encodes_with_the_published_schema(payment_id: str | None) ->
     assert decoded.body["provider_payment_id"] == payment_id
     assert decoded.body["receipt_id"] == 42
     assert decoded.body["signature_verified"] is True
+    assert decoded.body["card_data_redacted"] is False

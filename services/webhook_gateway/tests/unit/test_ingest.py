@@ -142,3 +142,60 @@ def test_store_outage_propagates_and_nothing_is_stored() -> None:
     with pytest.raises(StoreUnavailable):
         ingest(store, raw, signed(raw))
     assert store.receipts == {}
+
+
+PAN = "4000056655665556"
+
+
+def _with_card_data(event_id: str = "evt_card", note: str = f"paid with {PAN}") -> bytes:
+    obj = {"object": "payment_intent", "id": "pi_1", "amount": 100, "metadata": {"note": note, "cvc": "123"}}
+    return json.dumps({"id": event_id, "type": "payment_intent.succeeded", "data": {"object": obj}}).encode()
+
+
+def test_card_data_in_a_signed_body_is_stored_and_published_redacted() -> None:
+    """A verified webhook carrying a card number and a cvc (ADR 0004): stored, acknowledged, flagged;
+    the receipt, its digest and its event hold the redacted body (card data replaced, everything
+    else the same), no signature header, and nowhere the digits."""
+    store = InMemoryReceiptStore()
+    raw = _with_card_data()
+    result = ingest(store, raw, signed(raw))
+    assert isinstance(result, Stored) and result.card_data_redacted
+    _, receipt = store.receipts[("simpsp", "evt_card")]
+    assert receipt.card_data_redacted and "simpsp-signature" not in receipt.audit_headers
+    kept = json.loads(receipt.raw_body)
+    assert kept["data"]["object"]["metadata"] == {"note": "paid with [redacted]", "cvc": "[redacted]"}
+    assert kept["data"]["object"]["id"] == "pi_1" and kept["id"] == "evt_card"
+    assert receipt.body_sha256 == hashlib.sha256(receipt.raw_body).digest()
+    [event] = store.events
+    assert event.body["raw_body"] == receipt.raw_body and event.body["card_data_redacted"] is True
+    assert PAN.encode() not in receipt.raw_body and b"123" not in receipt.raw_body
+
+
+def test_a_redelivered_card_data_webhook_is_a_duplicate_of_the_same_body() -> None:
+    """Redaction is deterministic: the PSP's retry of the same bytes is Duplicate(same_body=True)."""
+    store = InMemoryReceiptStore()
+    raw = _with_card_data()
+    first = ingest(store, raw, signed(raw))
+    second = ingest(store, raw, signed(raw, t=NOW + 30))
+    assert isinstance(first, Stored) and isinstance(second, Duplicate) and second.same_body
+    assert len(store.events) == 1
+
+
+def test_card_data_in_the_identifiers_is_refused_and_nothing_is_stored() -> None:
+    """An event id that is a card number cannot be kept without it: refused, nothing written."""
+    store = InMemoryReceiptStore()
+    raw = _with_card_data(event_id=PAN)
+    assert ingest(store, raw, signed(raw)) == EventRejected("card_data_unredactable")
+    assert store.receipts == {} and store.events == []
+
+
+def test_a_clean_body_is_kept_byte_for_byte() -> None:
+    """No card data: the bytes as signed, not a re-serialisation (spacing, key order kept)."""
+    store = InMemoryReceiptStore()
+    raw = (
+        b'{"type": "payment_intent.succeeded",  "id": "evt_2",'
+        b' "data": {"object": {"object": "payment_intent", "id": "pi_2"}}}'
+    )
+    result = ingest(store, raw, signed(raw))
+    assert isinstance(result, Stored) and not result.card_data_redacted
+    assert store.receipts[("simpsp", "evt_2")][1].raw_body == raw

@@ -1,6 +1,7 @@
 """The ledger's HTTP API (aiohttp, port 8084): balances, journals and entries to read, and the
 settlement import. Every ``/v1`` route needs ``Authorization: Bearer <token>`` with a permission:
-``ledger:read`` for reads, ``ledger:import`` for ``POST /v1/settlements``. Bad input gets a 4xx
+``ledger:read`` for reads, ``ledger:import`` for ``POST /v1/settlements``. Card data anywhere in a
+request is refused before any handler or log sees it (``backbone.http``). Bad input gets a 4xx
 with a reason and changes nothing. ``/healthz``, ``/readyz`` and ``/metrics`` are open.
 
     GET  /v1/accounts/{code}/{currency}/balance[?holder=&as_of=<RFC 3339>]
@@ -22,6 +23,7 @@ from typing import Any, Final, assert_never
 import psycopg
 from aiohttp import web
 from backbone.health import Health, aiohttp_routes
+from backbone.http import service_app
 from backbone.ids import new_event_id
 from backbone.logs import configure_logging, get_logger
 from backbone.postgres import CONNECT_TIMEOUT_S, is_infrastructure_error
@@ -77,7 +79,7 @@ class LedgerApi:
         )
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._middleware], client_max_size=self._api.body_max_bytes)
+        app = service_app(middlewares=[self._middleware], client_max_size=self._api.body_max_bytes)
         app.add_routes(aiohttp_routes(self._health))
         read, write = self._guard("ledger:read"), self._guard("ledger:import")
         app.add_routes(

@@ -29,6 +29,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from backbone.cli import refuse_card_data
 from backbone.consumer.dlq import dlq_main
 from backbone.consumer.settings import ConsumerSettings
 from backbone.ids import new_event_id
@@ -99,7 +100,10 @@ def cmd_import(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     cli, ledger = _settings(env)
     path = Path(args.file)
     try:
-        doc = json.loads(path.read_text())
+        raw = path.read_bytes()
+        if refuse_card_data((), [raw]):
+            return 2
+        doc = json.loads(raw)
     except (OSError, ValueError) as exc:
         _print({"outcome": "ImportRejected", "reason": "bad_json", "detail": f"{path}: {type(exc).__name__}"})
         return 1
@@ -241,9 +245,11 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace, Mapping[str, str]], int
 }
 
 
-def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:  # noqa: PLR0911
     args_list = sys.argv[1:] if argv is None else argv
     env = os.environ if environ is None else environ
+    if refuse_card_data(args_list):
+        return 2
     if args_list[:1] == ["dlq"]:
         return _dlq(args_list[1:], env)
     args = _parser().parse_args(args_list)

@@ -1,9 +1,10 @@
 """The HTTP API (aiohttp): account mapping (admin), deposit intents (server callers), credit status.
 
 Callers authenticate with bearer tokens from settings; a merchant sees only its own intents and
-credits (404 otherwise). Bodies are size-limited, strictly typed, and carry no card data and no
-free-form login: a login is accepted only as the ``mt5_login`` of an intent, checked against the
-mapping. Database work runs in a worker thread so the event loop never blocks.
+credits (404 otherwise). Card data anywhere in a request is refused before any handler runs
+(``backbone.http``). Bodies are size-limited, strictly typed, and carry no free-form login: a
+login is accepted only as the ``mt5_login`` of an intent, checked against the mapping. Database
+work runs in a worker thread so the event loop never blocks.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, assert_never
 
 from aiohttp import web
-from backbone.carddata import find_card_field, find_card_number
 from backbone.health import Health, aiohttp_routes
+from backbone.http import service_app
 from backbone.logs import configure_logging, get_logger
 from backbone.money import currency_exponent
 from backbone.postgres import make_pool
@@ -42,16 +43,6 @@ def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message}}, status=status)
 
 
-def looks_like_card_data(raw: str) -> bool:
-    """Card numbers or card-data fields anywhere in the body (backbone.carddata's rules)."""
-    if find_card_number(raw):
-        return True
-    try:
-        return find_card_field(json.loads(raw))
-    except ValueError:
-        return False
-
-
 class Api:
     def __init__(self, settings: HttpSettings, pool: ConnectionPool, health: Health) -> None:
         self._settings = settings
@@ -62,7 +53,7 @@ class Api:
         self._admin = settings.admin_token.reveal()
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self._settings.body_bytes_max)
+        app = service_app(client_max_size=self._settings.body_bytes_max)
         app.add_routes(
             [
                 web.put("/accounts/{login}", self.put_account),
@@ -86,8 +77,6 @@ class Api:
             raw = await request.text()
         except web.HTTPRequestEntityTooLarge:
             return _error(413, "body_too_large", "request body too large")
-        if looks_like_card_data(raw):
-            return _error(400, "card_data_refused", "card numbers and CVV are never accepted: send a token")
         try:
             body = json.loads(raw)
         except ValueError:
@@ -291,4 +280,4 @@ def main() -> None:
     pool = make_pool(settings.database_url.reveal(), size_min=1, size_max=4, name="mt5_credit-http")
     health = Health()
     api = Api(settings, pool, health)
-    web.run_app(api.app(), host=settings.host, port=settings.port, print=None)
+    web.run_app(api.app(), host=settings.host, port=settings.port, print=None, access_log=None)

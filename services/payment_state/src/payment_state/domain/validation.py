@@ -1,11 +1,11 @@
 """Turning an untrusted request body (HTTP JSON or a command's fields) into a typed request.
 
-Pure. Checks run in this order, so that nothing sensitive is ever echoed or stored:
-1. card data anywhere in the body (a Luhn-valid run of 12-19 digits in any key or value, or a
-   field named like a card security code or card number): ``card_data_rejected``;
-2. an MT5 login supplied by the caller (the login comes from mt5-credit's deposit intent, never
+Pure. Card data never gets this far: the HTTP middleware (``backbone.http``) and the consumer's
+contract check (``backbone.consumer.messages``) refuse it before any handler runs. Checks here, in
+this order:
+1. an MT5 login supplied by the caller (the login comes from mt5-credit's deposit intent, never
    from the browser): ``mt5_login_not_accepted``;
-3. the request's own fields: unknown fields, types, ranges; each with its own code.
+2. the request's own fields: unknown fields, types, ranges; each with its own code.
 Error messages name the field, never its value.
 """
 
@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
-from backbone.carddata import find_card_number
 from backbone.money import AMOUNT_MINOR_ABS_MAX, MoneyError, currency_exponent
 
 from payment_state.domain.commands import (
@@ -27,47 +26,16 @@ from payment_state.domain.commands import (
 )
 from payment_state.domain.model import CaptureMethod
 
-_CARD_FIELDS: Final = frozenset(
-    {
-        "cvv", "cvc", "cvv2", "cvc2", "cvn", "cid", "csc", "securitycode", "cardsecuritycode",
-        "cardverificationcode", "cardverificationvalue", "cardnumber", "pan", "primaryaccountnumber",
-        "track1", "track2", "trackdata", "pin", "pinblock",
-    }
-)  # fmt: skip
 _SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 _TOKEN: Final = re.compile(r"^[A-Za-z0-9_\-]{1,255}$")
 _IDEMPOTENCY_KEY: Final = re.compile(r"^[\x21-\x7e]{1,255}$")
 REASON_CHARS_MAX: Final = 500
-NESTING_MAX: Final = 16
 
 T = TypeVar("T")
 
 
-def looks_like_card_number(text: str) -> bool:
-    """True if ``text`` contains something shaped like a card number (backbone.carddata's rules:
-    Luhn-valid 12-19 digits with a network prefix, plain or grouped; ids and UUIDs are not cards)."""
-    return find_card_number(text)
-
-
 def _normalized_name(key: str) -> str:
     return re.sub(r"[^a-z0-9]", "", key.lower())
-
-
-def _card_key(key: str) -> bool:
-    return _normalized_name(key) in _CARD_FIELDS or looks_like_card_number(key)
-
-
-def contains_card_data(value: Any, depth: int = 0) -> bool:
-    """Search every key and scalar of a JSON value for card data."""
-    if depth > NESTING_MAX:
-        return True  # deeper than any request of ours: refuse rather than search without a bound
-    if isinstance(value, Mapping):
-        return any(_card_key(str(k)) or contains_card_data(v, depth + 1) for k, v in value.items())
-    if isinstance(value, list):
-        return any(contains_card_data(item, depth + 1) for item in value)
-    if isinstance(value, str | int) and not isinstance(value, bool):
-        return looks_like_card_number(str(value))
-    return False
 
 
 def _mentions_mt5_login(body: Mapping[str, Any]) -> bool:
@@ -81,10 +49,6 @@ class _Invalid(Exception):
 
 
 def _screen(body: object, allowed: frozenset[str]) -> Mapping[str, Any]:
-    if contains_card_data(body):
-        raise _Invalid(
-            "card_data_rejected", "card numbers and security codes are never accepted; send a token"
-        )
     if not isinstance(body, Mapping):
         raise _Invalid("invalid_body", "the body must be a JSON object")
     if _mentions_mt5_login(body):

@@ -1,9 +1,11 @@
 """The HTTP API (aiohttp): create, capture, cancel, refund, get; plus /healthz /readyz /metrics.
 
 Order of checks on a money-moving call, each failing with a 4xx and a machine-readable code and
-changing nothing: bearer token (401) → body size (413) → JSON (400 ``malformed_json``) → card data,
-MT5 login and fields (400, see ``domain.validation``) → ``Idempotency-Key`` (400) → the handler
-(404 for a payment the merchant cannot see, 409/422 for refusals, replays of earlier answers).
+changing nothing: card data anywhere in the request (400 ``card_data_forbidden``, ``backbone.http``,
+before anything else sees it) → bearer token (401) → body size (413) → JSON (400
+``malformed_json``) → MT5 login and fields (400, see ``domain.validation``) → ``Idempotency-Key``
+(400) → the handler (404 for a payment the merchant cannot see, 409/422 for refusals, replays of
+earlier answers).
 Money-moving calls run their database work on a bounded thread pool (the handlers are shared with
 the synchronous commands consumer); status reads run on the event loop with their own small async
 pool, so they never queue behind creates waiting for their commit.
@@ -20,6 +22,7 @@ from typing import Any, Final, TypeVar
 
 from aiohttp import web
 from backbone.health import Health, aiohttp_routes
+from backbone.http import service_app
 from backbone.logs import get_logger
 from backbone.postgres import is_infrastructure_error
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -205,7 +208,7 @@ async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse
 
 
 def build_app(api: Api, health: Health, body_max_bytes: int) -> web.Application:
-    app = web.Application(client_max_size=body_max_bytes, middlewares=[_observe])
+    app = service_app(client_max_size=body_max_bytes, middlewares=[_observe])
     app[BODY_MAX_BYTES] = body_max_bytes
     app.add_routes(
         [

@@ -63,18 +63,18 @@ WITH input AS (
         %(payment_id)b::text[], %(raw_body)b::bytea[], %(body_sha256)b::bytea[],
         %(audit_headers)b::jsonb[], %(secret)b::text[], %(signature_timestamp_s)b::bigint[],
         %(request_id)b::text[], %(outbox_event_id)b::uuid[], %(message_key)b::text[],
-        %(payload)b::bytea[], %(headers)b::jsonb[]
+        %(payload)b::bytea[], %(headers)b::jsonb[], %(card_data_redacted)b::boolean[]
     ) AS i(id, provider, provider_event_id, provider_event_type, provider_payment_id, raw_body,
            body_sha256, audit_headers, signature_secret, signature_timestamp_s, request_id,
-           outbox_event_id, message_key, payload, headers)
+           outbox_event_id, message_key, payload, headers, card_data_redacted)
 ), receipt AS (
     INSERT INTO provider_events (
         id, provider, provider_event_id, provider_event_type, provider_payment_id, raw_body,
         body_sha256, audit_headers, signature_result, signature_secret, signature_timestamp_s,
-        request_id, outbox_event_id, received_at)
+        request_id, outbox_event_id, received_at, card_data_redacted)
     SELECT id, provider, provider_event_id, provider_event_type, provider_payment_id, raw_body,
            body_sha256, audit_headers, 'verified', signature_secret, signature_timestamp_s,
-           request_id, outbox_event_id, %(received_at)s::timestamptz
+           request_id, outbox_event_id, %(received_at)s::timestamptz, card_data_redacted
     FROM input ORDER BY id
     ON CONFLICT (provider, provider_event_id) DO NOTHING
     RETURNING id
@@ -309,6 +309,7 @@ def _insert_params(
         "message_key": [m.key for m in messages],
         "payload": [m.payload for m in messages],
         "headers": [Jsonb(dict(m.headers)) for m in messages],
+        "card_data_redacted": [r.card_data_redacted for r in receipts],
         "outbox_event_type": EVENT_TYPE,
         "topic": topic_name(TOPIC),
     }

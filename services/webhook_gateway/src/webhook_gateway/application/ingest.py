@@ -3,6 +3,8 @@
 Invariants kept here:
 - the signature is verified over the raw bytes before anything parses them; an unverified or
   unreadable delivery never reaches the store (nothing is written for it);
+- card data never reaches the store: a body carrying it is stored (and published) redacted, with
+  a flag, or refused when even its identifiers carry it (``domain.redaction``, ADR 0004);
 - the store writes the receipt and its ``ProviderEventReceived`` outbox row atomically, unique on
   ``(provider, provider_event_id)``: a redelivery is ``Duplicate`` and writes nothing;
 - a result is returned only after the store committed (``Stored``) or found the committed original
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, assert_never
+from typing import Literal, Protocol, assert_never
 
 from backbone.invariants import invariant
 
 from webhook_gateway.domain.events import EventUnreadable, ParsedEvent, Unreadable, parse_event
 from webhook_gateway.domain.providers import ProviderConfig
 from webhook_gateway.domain.receipts import NewReceipt, audit_headers
+from webhook_gateway.domain.redaction import UNREDACTABLE, Clean, Redacted, Unredactable, screen_body
 from webhook_gateway.domain.signatures import (
     SecretUsed,
     SignatureFailure,
@@ -85,6 +88,7 @@ class Stored:
     event: ParsedEvent
     secret: SecretUsed
     received_at_ms: int
+    card_data_redacted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +105,7 @@ class SignatureRejected:
 
 @dataclass(frozen=True, slots=True)
 class EventRejected:
-    reason: Unreadable
+    reason: Unreadable | Literal["card_data_unredactable"]
 
 
 IngestResult = Stored | Duplicate | SignatureRejected | EventRejected
@@ -131,7 +135,10 @@ class IngestWebhook:
         event = parse_event(delivery.raw_body)
         if isinstance(event, EventUnreadable):
             return EventRejected(event.reason)
-        return await self._store_receipt(delivery, headers, check, event)
+        screening = screen_body(delivery.raw_body, event)
+        if isinstance(screening, Unredactable):
+            return EventRejected(UNREDACTABLE)
+        return await self._store_receipt(delivery, headers, check, event, screening)
 
     async def _store_receipt(
         self,
@@ -139,20 +146,24 @@ class IngestWebhook:
         headers: Mapping[str, str],
         signature: SignatureVerified,
         event: ParsedEvent,
+        screening: Clean | Redacted,
     ) -> Stored | Duplicate:
         provider = delivery.config.provider
+        redacted = isinstance(screening, Redacted)
         receipt = NewReceipt(
             provider=provider.name,
             event=event,
-            raw_body=delivery.raw_body,
+            raw_body=screening.body if isinstance(screening, Redacted) else delivery.raw_body,
             signature=signature,
-            audit_headers=audit_headers(headers, provider.signature_header),
+            # The signature is a MAC of the bytes as signed: kept only when those are the bytes kept.
+            audit_headers=audit_headers(headers, None if redacted else provider.signature_header),
             request_id=delivery.request_id,
+            card_data_redacted=redacted,
         )
         outcome = await self._store.save(receipt)
         match outcome:
             case Saved(receipt_id=receipt_id, received_at_ms=received_at_ms):
-                return Stored(receipt_id, event, signature.secret, received_at_ms)
+                return Stored(receipt_id, event, signature.secret, received_at_ms, receipt.card_data_redacted)
             case AlreadyStored(receipt_id=receipt_id, same_body=same_body):
                 return Duplicate(receipt_id, event, same_body)
             case _:

@@ -8,7 +8,10 @@ Decisions kept here (pure; the store adapter applies them):
   unique, so it orders with nothing, and never blank (the outbox refuses blank keys). The prefix
   keeps it from ever colliding with a payment id;
 - the audit headers are an allow-list, each value truncated: nothing secret is in them (the
-  signature header is a MAC of the body, not a secret, and lets an auditor re-verify later).
+  signature header is a MAC of the body, not a secret, and lets an auditor re-verify later; it is
+  not kept for a redacted body, whose signed bytes are gone);
+- ``raw_body`` is what is stored and published: the bytes as verified, or their redacted rendition
+  when they carried card data (``card_data_redacted``; ADR 0004). ``body_sha256`` digests it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class NewReceipt:
     signature: SignatureVerified
     audit_headers: Mapping[str, str]
     request_id: str
+    card_data_redacted: bool = False
 
     @property
     def body_sha256(self) -> bytes:
@@ -65,13 +69,14 @@ def provider_event_received(receipt: NewReceipt, receipt_id: int, received_at_ms
         "received_at_ms": received_at_ms,
         "signature_verified": True,  # unverified webhooks never get this far
         "raw_body": receipt.raw_body,
+        "card_data_redacted": receipt.card_data_redacted,
     }
 
 
-def audit_headers(headers: Mapping[str, str], signature_header: str) -> dict[str, str]:
+def audit_headers(headers: Mapping[str, str], signature_header: str | None) -> dict[str, str]:
     """The request headers worth keeping with a receipt, from ``headers`` keyed by lower-case names;
-    values truncated."""
-    wanted = (*AUDIT_HEADERS, signature_header.lower())
+    values truncated. ``signature_header`` None: the signature is not kept."""
+    wanted = (*AUDIT_HEADERS, *([signature_header.lower()] if signature_header else []))
     kept: dict[str, str] = {}
     for name in wanted:
         value = headers.get(name)

@@ -22,7 +22,9 @@ from typing import Any, Final, assert_never
 
 from aiohttp import web
 from aiohttp.client_exceptions import ClientPayloadError
+from backbone.carddata import CARD_DATA_CODE
 from backbone.health import Health, aiohttp_routes
+from backbone.http import route_name, service_app
 from backbone.ids import new_id
 from backbone.invariants import invariant
 from backbone.logs import get_logger
@@ -40,6 +42,7 @@ from webhook_gateway.application.ingest import (
     WebhookDelivery,
 )
 from webhook_gateway.domain.providers import ProviderConfig
+from webhook_gateway.domain.redaction import UNREDACTABLE
 
 WEBHOOK_PATH: Final = "/providers/{provider}/webhooks"
 REQUEST_ID_HEADER: Final = "X-Request-Id"
@@ -66,6 +69,11 @@ ERRORS: Final[Mapping[str, tuple[int, str, str]]] = {
     "event_not_an_object": (400, "event_rejected", "body is not a JSON object"),
     "event_id_missing": (400, "event_rejected", "event id missing or invalid"),
     "event_type_missing": (400, "event_rejected", "event type missing or invalid"),
+    CARD_DATA_CODE: (
+        400,
+        "card_data_forbidden",
+        "the event's identifiers carry card data: it cannot be stored",
+    ),
     "store_unavailable": (503, "store_unavailable", "the webhook could not be stored; retry later"),
     "internal_error": (500, "internal_error", "the webhook could not be stored (a defect); see the logs"),
 }
@@ -89,7 +97,9 @@ def make_app(
     ingest: IngestWebhook, providers: Mapping[str, ProviderConfig], health: Health, *, body: BodyLimits
 ) -> web.Application:
     """The aiohttp application (routes only; the server entrypoint runs it)."""
-    app = web.Application(client_max_size=body.max_bytes)
+    # Card data in the path, the query or a header is refused like everywhere; the webhook's body is
+    # screened by the ingest use case instead, which redacts it (refusing would lose it: ADR 0004).
+    app = service_app(client_max_size=body.max_bytes, screen_body=_not_a_webhook)
     endpoint = WebhookEndpoint(ingest, providers, body)
     app[ENDPOINT] = endpoint
     app.add_routes([web.post(WEBHOOK_PATH, endpoint.handle), *aiohttp_routes(health)])
@@ -166,6 +176,10 @@ class WebhookEndpoint:
 ENDPOINT: Final = web.AppKey("webhook_endpoint", WebhookEndpoint)
 
 
+def _not_a_webhook(request: web.Request) -> bool:
+    return route_name(request) != WEBHOOK_PATH
+
+
 async def read_body(request: web.Request, limit_bytes: int) -> bytes:
     """The whole body, or BodyTooLarge as soon as it is known to exceed ``limit_bytes`` (declared
     Content-Length first, then the bytes actually read); never buffers more than limit + one chunk."""
@@ -206,13 +220,24 @@ def _answer(result: IngestResult, provider: str, request_id: str, started: float
             return _error(f"signature_{reason}", request_id, provider, started)
         case EventRejected(reason=reason):
             log.warning("webhook.event_rejected", provider=provider, reason=reason, request_id=request_id)
-            return _error(f"event_{reason}", request_id, provider, started)
+            return _error(
+                CARD_DATA_CODE if reason == UNREDACTABLE else f"event_{reason}", request_id, provider, started
+            )
         case _:
             assert_never(result)
 
 
 def _on_stored(stored: Stored, provider: str, request_id: str) -> None:
     metrics.WEBHOOK_SECRET_USED.labels(provider, stored.secret).inc()
+    if stored.card_data_redacted:
+        metrics.WEBHOOK_CARD_DATA_REDACTED.labels(provider).inc()
+        log.warning(
+            "webhook.card_data_redacted",
+            provider=provider,
+            provider_event_id=stored.event.event_id,
+            receipt_id=stored.receipt_id,
+            request_id=request_id,
+        )
     if stored.event.created_s is not None:
         delay_s = max(0.0, stored.received_at_ms / 1000 - stored.event.created_s)
         metrics.WEBHOOK_EVENT_DELAY_SECONDS.labels(provider).observe(delay_s)

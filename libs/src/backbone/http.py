@@ -1,0 +1,113 @@
+"""Every service's aiohttp application is made here, so that what every request must pass is in one
+place: ``service_app`` puts the card-data guard in front of the service's own middlewares and routes.
+
+The guard (DESIGN §9, ADR 0004) checks the request's decoded path, its query string (names and
+values), every header (names and values) and its body, before any handler, store or log of the
+service sees them; a request that carries a card number or a card-data field is answered
+
+    400 {"error": {"code": "card_data_forbidden", "message": "…"}}
+
+and changes nothing. Its log line names the route's pattern and the part of the request, never a
+value. It also runs for routes that do not exist (a 404 would otherwise log or echo the path).
+A body larger than the application's ``client_max_size`` is answered 413 ``body_too_large``
+without being read further.
+
+One body is not screened here: a provider's signed webhook (``screen_body`` says which), because
+refusing it would lose it; the webhook gateway redacts it instead (ADR 0004).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Final
+from urllib.parse import unquote_plus
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from prometheus_client import Counter
+
+from backbone.carddata import CARD_DATA_CODE, CARD_DATA_MESSAGE, find_in_request
+from backbone.logs import get_logger
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = get_logger(__name__)
+
+CARD_DATA_REFUSED: Final = Counter(
+    "http_card_data_refused_total",
+    "HTTP requests refused because they carried card data, by the part that carried it",
+    ["where"],
+)
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    """The error shape every service answers with: ``{"error": {"code": …, "message": …}}``."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def route_name(request: web.Request) -> str:
+    """The matched route's pattern (``/payments/{payment_id}``), never the path with its values."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
+def _every_request(_: web.Request) -> bool:
+    return True
+
+
+def card_data_guard(
+    body_max_bytes: int, screen_body: Callable[[web.Request], bool] = _every_request
+) -> Middleware:
+    """The middleware that refuses card data anywhere in a request (see the module docstring);
+    ``body_max_bytes`` is the application's ``client_max_size`` (for the 413's message)."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        body: bytes | None = None
+        if screen_body(request):
+            try:
+                body = await request.read()  # cached: the handler's read() gets the same bytes
+            except web.HTTPRequestEntityTooLarge:
+                message = f"request bodies are limited to {body_max_bytes} bytes"
+                return error_response(413, "body_too_large", message)
+        where = find_in_request(request.path, _query(request), request.headers.items(), body)
+        if where is None:
+            return await handler(request)
+        CARD_DATA_REFUSED.labels(where).inc()
+        log.warning("http.card_data_forbidden", method=request.method, route=route_name(request), where=where)
+        return error_response(400, CARD_DATA_CODE, f"{CARD_DATA_MESSAGE} (found in the request's {where})")
+
+    return guard
+
+
+def _query(request: web.Request) -> Iterable[tuple[str, str]]:
+    """The query as the handler will read it, and the whole raw string decoded once more (a
+    separator aiohttp does not split on must not hide a number)."""
+    yield from request.query.items()
+    if request.query_string:
+        yield "", unquote_plus(request.query_string)
+
+
+def service_app(
+    *,
+    client_max_size: int,
+    middlewares: Sequence[Middleware] = (),
+    screen_body: Callable[[web.Request], bool] = _every_request,
+    **kwargs: Any,
+) -> web.Application:
+    """An aiohttp application whose first middleware is the card-data guard."""
+    return web.Application(
+        client_max_size=client_max_size,
+        middlewares=[card_data_guard(client_max_size, screen_body), *middlewares],
+        **kwargs,
+    )
+
+
+def is_guarded(app: web.Application) -> bool:
+    """True if ``app`` was made by ``service_app`` (its outermost middleware is the guard); the route
+    walk test asserts it for every service."""
+    first = next(iter(app.middlewares), None)
+    return getattr(first, "__qualname__", "") == "card_data_guard.<locals>.guard"
