@@ -31,6 +31,7 @@ values are replaced by ``REDACTED`` (``redact_document``).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -41,10 +42,16 @@ CARD_DATA_MESSAGE: Final = "card numbers and security codes are never accepted: 
 REDACTED: Final = "[redacted]"
 
 _UUID: Final = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_DIGIT_RUN: Final = re.compile(r"(?<![0-9A-Za-z])[0-9]+(?:[ -][0-9]+)*(?![0-9A-Za-z])")
+# A run of digits in groups separated by single spaces or dashes, not glued to letters or digits on
+# either side, at least 12 characters long. Written to start with a digit class (the engine then skips
+# to digits at C speed) and to give up at once on runs too short to hold a card number.
+_DIGIT_RUN: Final = re.compile(
+    r"[0-9](?<![0-9A-Za-z][0-9])(?=[0-9 -]{11})[0-9]*(?:[ -][0-9]+)*(?![0-9A-Za-z])"
+)
 _GROUP: Final = re.compile(r"[0-9]+")
-_ENOUGH_DIGITS: Final = re.compile(r"(?:[0-9][^0-9]?){12}")  # a cheap "could there be a card here"
+_TWELVE_DIGITS: Final = re.compile(r"(?:[^0-9]*[0-9]){12}")  # linear: the two classes are disjoint
 _NOT_NAME_CHARS: Final = re.compile(r"[^a-z0-9]")
+_NAME_PUNCTUATION: Final = str.maketrans("", "", "_-. ")
 _FIRST_DIGITS: Final = frozenset("23456")
 GROUP_DIGITS_MIN: Final = 3
 GROUP_DIGITS_MAX: Final = 6
@@ -123,11 +130,13 @@ def redact_card_numbers(text: str) -> str:
 
 
 def _iter_spans(text: str) -> Iterator[tuple[int, int]]:
-    if _ENOUGH_DIGITS.search(text) is None:
-        return  # fewer than 12 digits close together: the common case, decided without the rules
+    if _TWELVE_DIGITS.match(text) is None or _DIGIT_RUN.search(text) is None:
+        return  # fewer than 12 digits, or no long run of them: the common case, decided in C
     # UUIDs become blanks of the same length, so offsets still point into ``text``.
     masked = _UUID.sub(lambda m: " " * len(m.group()), text)
     for run in _DIGIT_RUN.finditer(masked):
+        if run.end() - run.start() < PAN_DIGITS_MIN:
+            continue  # too short to hold 12 digits (most runs: ports, versions, amounts)
         groups = [(g.start() + run.start(), g.end() + run.start()) for g in _GROUP.finditer(run.group())]
         for index, (start, end) in enumerate(groups):
             if _card_shaped(masked[start:end]):
@@ -161,9 +170,12 @@ def _card_shaped(digits: str) -> bool:
 
 
 def normalise_name(key: str) -> str:
-    return _NOT_NAME_CHARS.sub("", key.lower())
+    """Lower case, letters and digits only: ``Card-Number``, ``card_number`` and ``cardNumber`` meet."""
+    name = key.lower().translate(_NAME_PUNCTUATION)
+    return name if name.isalnum() else _NOT_NAME_CHARS.sub("", name)
 
 
+@functools.lru_cache(maxsize=4096)  # names repeat (headers, JSON keys): decide each once
 def is_card_field(key: str) -> bool:
     """True if ``key`` names a security code or raw card data."""
     return normalise_name(key) in FORBIDDEN_FIELDS
@@ -180,44 +192,48 @@ def find_card_field(document: Any, depth: int = 0) -> bool:
     return False
 
 
-def find_card_data(document: Any, *, numbers: bool = True, fields: bool = True, depth: int = 0) -> bool:
+def find_card_data(document: Any, *, numbers: bool = True, fields: bool = True) -> bool:
     """True if ``document`` (parsed JSON or a decoded record) carries card data anywhere: a card
     number in a key or a text value (bytes are read as Latin-1, so digits stay digits), a card-data
     field name (``fields``; unless its value is ``REDACTED``), or a card number as a number
-    (``numbers``)."""
-    if depth > DEPTH_MAX:
-        return True
-    if isinstance(document, dict):
-        for key, value in document.items():
-            name = str(key)
-            if (fields and is_card_field(name) and value != REDACTED) or find_card_number(name):
-                return True
-            if find_card_data(value, numbers=numbers, fields=fields, depth=depth + 1):
-                return True
-        return False
-    if isinstance(document, list | tuple):
-        return any(find_card_data(v, numbers=numbers, fields=fields, depth=depth + 1) for v in document)
-    return _card_scalar(document, numbers=numbers)
+    (``numbers``). Nesting deeper than ``DEPTH_MAX`` counts as card data (refuse, do not recurse).
+
+    Every text is gathered first and scanned once, joined by newlines (which end a card number as
+    any letter would): one pass over a request costs less than one per value."""
+    texts: list[str] = []
+    stack: list[tuple[Any, int]] = [(document, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > DEPTH_MAX:
+            return True
+        if isinstance(value, dict):
+            for key, item in value.items():
+                name = str(key)
+                if fields and item != REDACTED and is_card_field(name):
+                    return True
+                texts.append(name)
+                stack.append((item, depth + 1))
+        elif isinstance(value, list | tuple):
+            stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, bytes | bytearray | memoryview):
+            texts.append(bytes(value).decode("latin-1"))
+        elif numbers and isinstance(value, int | float) and not isinstance(value, bool):
+            texts.append(_number_text(value))
+    return find_card_number("\n".join(texts))
 
 
-def _card_scalar(value: Any, *, numbers: bool) -> bool:
-    if isinstance(value, str):
-        return find_card_number(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return find_card_number(bytes(value).decode("latin-1"))
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return numbers and _card_shaped_number(value)
-    return False
+def _number_text(number: float) -> str:
+    """A JSON number as the digits a card number would show: an integer, or a float with an
+    integral value (``4242424242424242.0``, ``4.242424242424242e15``); other floats show none."""
+    if isinstance(number, float):
+        return str(int(number)) if number.is_integer() else ""
+    return str(number)
 
 
 def _card_shaped_number(number: float) -> bool:
-    """A JSON number that is a card number: an integer, or a float with an integral value
-    (``4242424242424242.0``, ``4.242424242424242e15``)."""
-    if isinstance(number, float):
-        if not number.is_integer():
-            return False
-        number = int(number)
-    return find_card_number(str(number))
+    return find_card_number(_number_text(number))
 
 
 def redact_document(document: Any, depth: int = 0) -> tuple[Any, int]:
@@ -256,10 +272,13 @@ def redact_document(document: Any, depth: int = 0) -> tuple[Any, int]:
 
 def find_in_text_pairs(pairs: Iterable[tuple[str, str]]) -> bool:
     """True if any name or value of these pairs (headers, query parameters) carries card data: a
-    card number in either, or a name that is a card-data field."""
-    return any(
-        is_card_field(name) or find_card_number(name) or find_card_number(value) for name, value in pairs
-    )
+    card number in either, or a name that is a card-data field. One scan over all of them."""
+    texts: list[str] = []
+    for name, value in pairs:
+        if is_card_field(name):
+            return True
+        texts += (name, value)
+    return find_card_number("\n".join(texts))
 
 
 def find_in_body(body: bytes) -> bool:

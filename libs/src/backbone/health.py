@@ -6,8 +6,9 @@ heartbeat that the main loop beats; ``/healthz`` fails when the loop has not bea
 not ready (a standby relay or a consumer without its database is alive but not ready), and
 ``/metrics`` serves the Prometheus registry.
 
-Synchronous processes (relay, consumers) serve these with ``serve_health`` on a daemon thread;
-aiohttp services mount ``aiohttp_routes``.
+Synchronous processes (relay, consumers) serve these with ``serve_health`` on a daemon thread (which
+refuses card data in the path, query or headers like every other HTTP server of the product,
+``backbone.carddata``); aiohttp services mount ``aiohttp_routes`` on ``backbone.http.service_app``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, unquote, unquote_plus
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+
+from backbone.carddata import CARD_DATA_CODE, CARD_DATA_MESSAGE, find_in_request
 
 
 class Health:
@@ -60,8 +64,12 @@ def serve_health(
 
     class _Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
+            path, _, query = self.path.partition("?")
+            pairs = [*parse_qsl(query, keep_blank_values=True), ("", unquote_plus(query))]
+            if find_in_request(unquote(path), pairs, self.headers.items(), None) is not None:
+                body = {"error": {"code": CARD_DATA_CODE, "message": CARD_DATA_MESSAGE}}
+                self._send(400, json.dumps(body).encode(), "application/json")
+            elif path == "/metrics":
                 self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
                 self._send(*_answer(*health.liveness()), "application/json")

@@ -162,3 +162,19 @@ def test_other_paths_are_404(served: Callable[..., Get], path: str) -> None:
     status, body, _ = served(health)(path)
     assert status == 404
     assert json.loads(body) == {"error": "not found"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/healthz?ref=4000056655665556",
+        "/4000-0566-5566-5556",
+        "/metrics?x=4000+0566+5566+5556",
+        "/readyz?cvv=1",
+    ],
+)
+def test_card_data_in_a_probe_request_is_refused(served: Callable[..., Get], path: str) -> None:
+    """The synchronous processes' health server refuses card data like every other HTTP server."""
+    status, body, _ = served(Health())(path)
+    assert status == 400
+    assert json.loads(body)["error"]["code"] == "card_data_forbidden"
