@@ -224,7 +224,7 @@ def find_card_data(document: Any, *, numbers: bool = True, fields: bool = True) 
     return find_card_number("\n".join(texts))
 
 
-def _number_text(number: float) -> str:
+def _number_text(number: int | float) -> str:
     """A JSON number as the digits a card number would show: an integer, or a float with an
     integral value (``4242424242424242.0``, ``4.242424242424242e15``); other floats show none."""
     if isinstance(number, float):
@@ -232,7 +232,7 @@ def _number_text(number: float) -> str:
     return str(number)
 
 
-def _card_shaped_number(number: float) -> bool:
+def _card_shaped_number(number: int | float) -> bool:
     return find_card_number(_number_text(number))
 
 
