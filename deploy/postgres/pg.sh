@@ -36,6 +36,7 @@ PG_OS_USER="${PG_OS_USER:-postgres}"                          # server user when
 PG_DATABASES_FILE="${PG_DATABASES_FILE:-$SCRIPT_DIR/databases.txt}"
 PG_BINDIR="${PG_BINDIR:-}"                                    # force a server bindir
 PG_START_TIMEOUT="${PG_START_TIMEOUT:-60}"
+PG_STOP_MODE="${PG_STOP_MODE:-fast}"                          # immediate: a crash, as drills want it
 
 # libpq reads these from the environment; never let a caller's settings redirect our own connections.
 unset PGHOST PGHOSTADDR PGUSER PGDATABASE PGSERVICE PGOPTIONS PGDATA PGPASSWORD PGSSLMODE PGTARGETSESSIONATTRS
@@ -62,12 +63,12 @@ usage() {
 usage: deploy/postgres/pg.sh <command>
   install       find PostgreSQL server binaries; apt-get install postgresql when missing (root only)
   start         install if needed, initdb once, start, ensure per-service databases and roles
-  stop          stop the cluster (fast shutdown); no-op when not running
+  stop          stop the cluster (fast shutdown, or PG_STOP_MODE=immediate); no-op when not running
   status        exit 0 when accepting connections on 127.0.0.1:PGPORT, 3 otherwise
   psql [args]   psql as the superuser over 127.0.0.1:PGPORT
   url <name>    postgresql:// URL for service <name> (from databases.txt), or `url admin`
 env: PGPORT (55432), PG_HOME_DIR (<repo>/.local/postgres, or /var/tmp/deposits-pg-<hash> when root cannot hand <repo> to the server user), PG_SUPERUSER_PASSWORD (postgres),
-     PG_PASSWORD_<NAME_UPPER> (<name>_dev), PG_OS_USER (postgres), PG_BINDIR, PG_START_TIMEOUT (60)
+     PG_PASSWORD_<NAME_UPPER> (<name>_dev), PG_OS_USER (postgres), PG_BINDIR, PG_START_TIMEOUT (60), PG_STOP_MODE (fast)
 EOF
 }
 
@@ -526,8 +527,9 @@ cmd_stop() {
   fi
   local t0
   t0="$(ms_now)"
-  as_server -- "$BINDIR/pg_ctl" stop -D "$DATA_DIR" -m fast -w -t "$PG_START_TIMEOUT" >/dev/null
-  log "stopped in $(fmt_ms $(($(ms_now) - t0)))"
+  case "$PG_STOP_MODE" in smart | fast | immediate) ;; *) die "PG_STOP_MODE must be smart, fast or immediate" ;; esac
+  as_server -- "$BINDIR/pg_ctl" stop -D "$DATA_DIR" -m "$PG_STOP_MODE" -w -t "$PG_START_TIMEOUT" >/dev/null
+  log "stopped ($PG_STOP_MODE) in $(fmt_ms $(($(ms_now) - t0)))"
 }
 
 cmd_status() {

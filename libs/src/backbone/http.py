@@ -18,6 +18,8 @@ refusing it would lose it; the webhook gateway redacts it instead (ADR 0004).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final
@@ -27,12 +29,19 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import Counter
 
+from backbone import failpoints
 from backbone.carddata import CARD_DATA_CODE, CARD_DATA_MESSAGE, find_in_request
+from backbone.health import Health
 from backbone.logs import get_logger
+from backbone.outage import Dependency
+from backbone.postgres import is_infrastructure_error
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 log = get_logger(__name__)
 
+RETRY_AFTER_S: Final = 2
+HEALTH_ROUTES: Final = frozenset({"/healthz", "/readyz", "/metrics"})
+HTTP_LOOP: Final = "http"
 CARD_DATA_REFUSED: Final = Counter(
     "http_card_data_refused_total",
     "HTTP requests refused because they carried card data, by the part that carried it",
@@ -46,6 +55,13 @@ def error_response(
     """The error shape every service answers with: ``{"error": {"code": …, "message": …}}``."""
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def unavailable(
+    message: str = "temporarily unavailable; retry (with the same Idempotency-Key)",
+) -> web.Response:
+    """503 with ``Retry-After``: the answer to every outage of a dependency."""
+    return error_response(503, "unavailable", message, {"Retry-After": str(RETRY_AFTER_S)})
 
 
 def route_name(request: web.Request) -> str:
@@ -83,6 +99,31 @@ def card_data_guard(
     return guard
 
 
+def errors(dependency: Dependency | None) -> Middleware:
+    """The middleware that maps outages to 503 and defects to 500 (see the module docstring)."""
+
+    @web.middleware
+    async def mapped(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if route_name(request) not in HEALTH_ROUTES:
+            failpoints.hit("http.request")  # tests: "hang" blocks the event loop, as a wedged handler would
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            code = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}.get(exc.status)
+            return error_response(exc.status, code or "http_error", exc.reason)
+        except Exception as exc:
+            if is_infrastructure_error(exc) or isinstance(exc, TimeoutError):
+                if dependency is not None:
+                    dependency.failed(exc)
+                return unavailable()
+            log.exception("http.internal_error", method=request.method, route=route_name(request))
+            return error_response(500, "internal_error", "internal error; see the service's logs")
+
+    return mapped
+
+
 def _query(request: web.Request) -> Iterable[tuple[str, str]]:
     """The query as the handler will read it, and the whole raw string decoded once more (a
     separator aiohttp does not split on must not hide a number)."""
@@ -96,14 +137,53 @@ def service_app(
     client_max_size: int,
     middlewares: Sequence[Middleware] = (),
     screen_body: Callable[[web.Request], bool] = _every_request,
+    database: Dependency | None = None,
     **kwargs: Any,
 ) -> web.Application:
-    """An aiohttp application whose first middleware is the card-data guard."""
+    """An aiohttp application whose first middleware is the card-data guard, the second the outage
+    mapping (reporting to ``database``), then the service's own."""
     return web.Application(
         client_max_size=client_max_size,
-        middlewares=[card_data_guard(client_max_size, screen_body), *middlewares],
+        middlewares=[card_data_guard(client_max_size, screen_body), errors(database), *middlewares],
         **kwargs,
     )
+
+
+Probe = Callable[[], Awaitable[object]]
+
+
+def watch(
+    app: web.Application, health: Health, probe: Probe, database: Dependency, *, interval_s: float = 2.0
+) -> None:
+    """Run the health task for the lifetime of ``app``: beat the ``http`` loop, probe the database
+    (bounded by ``interval_s``), report the probe's outcome to ``database`` (and readiness). The
+    beat comes at least three times per liveness period, whatever ``interval_s`` says."""
+    interval_s = min(interval_s, health.liveness_timeout_s / 3)
+
+    async def run() -> None:
+        while True:  # the task lives as long as the server; cleanup cancels it
+            health.beat(HTTP_LOOP)
+            try:
+                async with asyncio.timeout(interval_s):
+                    await probe()
+                database.ok()
+            except Exception as exc:
+                database.failed(exc)
+            await asyncio.sleep(interval_s)
+
+    async def start(app: web.Application) -> None:
+        app[_WATCH] = asyncio.get_running_loop().create_task(run())
+
+    async def stop(app: web.Application) -> None:
+        app[_WATCH].cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await app[_WATCH]
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+
+
+_WATCH: Final = web.AppKey("health_watch", asyncio.Task[None])
 
 
 def is_guarded(app: web.Application) -> bool:

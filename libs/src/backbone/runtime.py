@@ -13,8 +13,9 @@ log = get_logger(__name__)
 
 
 def health_for(port: int) -> Health:
-    """A Health; served on ``port`` (/healthz, /readyz, /metrics) unless the port is 0."""
-    health = Health()
+    """A Health (liveness timeout from ``HEALTH_LIVENESS_TIMEOUT_MS``); served on ``port``
+    (/healthz, /readyz, /metrics) unless the port is 0."""
+    health = Health.configured()
     if port:
         serve_health(health, "0.0.0.0", port)  # noqa: S104 - probes come from outside the host
     return health

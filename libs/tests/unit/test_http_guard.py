@@ -15,13 +15,16 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from aiohttp import web
 from backbone import logs
 from backbone.http import is_guarded, route_name, service_app
+from backbone.outage import Dependency
 from backbone.testing.stack import free_port
 
 PAN = "4000056655665556"
+DATABASE = Dependency("database", "guard-test")
 GROUPED = "4000 0566 5566 5556"
 
 
@@ -40,10 +43,19 @@ def _app(seen: list[tuple[str, bytes]]) -> web.Application:
         seen.append((request.path, body))
         return web.json_response({"ok": True, "bytes": len(body)})
 
-    app = service_app(client_max_size=1024, screen_body=lambda r: route_name(r) != "/webhooks")
+    async def database_gone(_: web.Request) -> web.Response:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    async def defect(_: web.Request) -> web.Response:
+        raise KeyError("a bug")
+
+    app = service_app(
+        client_max_size=1024, screen_body=lambda r: route_name(r) != "/webhooks", database=DATABASE
+    )
     app.add_routes(
         [web.post("/things/{id}", echo), web.get("/things/{id}", echo), web.post("/webhooks", echo)]
     )
+    app.add_routes([web.get("/gone", database_gone), web.get("/defect", defect)])
     return app
 
 
@@ -74,6 +86,11 @@ def server() -> Iterator[Server]:
 
 
 def _call(server: Server, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+    status, body, _ = _call_with_headers(server, method, path, **kwargs)
+    return status, body
+
+
+def _call_with_headers(server: Server, method: str, path: str, **kwargs: Any) -> tuple[int, Any, Any]:
     server[1].clear()
     data = kwargs.get("data")
     headers = dict(kwargs.get("headers", {}))
@@ -82,9 +99,9 @@ def _call(server: Server, method: str, path: str, **kwargs: Any) -> tuple[int, A
     request = urllib.request.Request(server[0] + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
+            return response.status, json.loads(response.read()), response.headers
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+        return error.code, json.loads(error.read()), error.headers
 
 
 REFUSED = [
@@ -153,3 +170,29 @@ def test_make_app_puts_the_guard_first() -> None:
     """is_guarded tells an app made by service_app (the guard outermost) from a plain one."""
     assert is_guarded(service_app(client_max_size=10, middlewares=[]))
     assert not is_guarded(web.Application())
+
+
+def test_a_database_outage_is_503_with_retry_after_and_reported(server: Server) -> None:
+    """An infrastructure error in a handler: 503 unavailable with Retry-After, in the one shape,
+    and the process's database dependency is marked down (one warning, readiness false)."""
+    status, body, headers = _call_with_headers(server, "GET", "/gone")
+    assert (status, body["error"]["code"]) == (503, "unavailable") and headers["Retry-After"]
+    assert DATABASE.up is False
+    DATABASE.ok()
+
+
+def test_a_defect_is_500_without_a_traceback_in_the_answer(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug: 500 internal_error, the answer names nothing of the code; the traceback is logged."""
+    logs.configure_logging("guard-test")
+    status, body = _call(server, "GET", "/defect")
+    assert (status, body["error"]["code"]) == (500, "internal_error")
+    assert "Traceback" not in json.dumps(body) and "KeyError" not in json.dumps(body)
+    assert "KeyError" in capsys.readouterr().err
+
+
+def test_unknown_routes_and_methods_answer_in_the_same_shape(server: Server) -> None:
+    """aiohttp's own 404 and 405 come out as {"error": {"code", "message"}} too."""
+    assert _call(server, "GET", "/nowhere")[1]["error"]["code"] == "not_found"
+    assert _call(server, "DELETE", "/things/t1")[1]["error"]["code"] == "method_not_allowed"

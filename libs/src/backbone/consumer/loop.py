@@ -29,6 +29,7 @@ dedup rows make any overlap harmless (also for a zombie that still commits a lat
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -76,6 +77,7 @@ from backbone.metrics import (
     CONSUMER_INFRA_ERRORS,
     CONSUMER_MESSAGES,
 )
+from backbone.outage import Dependency
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.runtime import health_for, stop_on_signals
@@ -83,6 +85,7 @@ from backbone.settings import load_settings_or_exit
 
 log = get_logger(__name__)
 _INFRA_BACKOFF_MAX_S: Final = 10.0
+STATISTICS_INTERVAL_MS: Final = 5_000  # how soon a consumer notices Kafka is back
 
 
 class _RewindBatch(Exception):
@@ -116,12 +119,16 @@ class IdempotentConsumer:
         self._catalogue = catalogue
         self._outbox = outbox
         self._health = health or Health()
+        # Outages are logged as state changes (one line each way); readiness follows them.
+        self._kafka = Dependency("kafka", settings.consumer_name, self._health, up=False)
+        self._database = Dependency("database", settings.consumer_name, self._health, up=False)
         self._stop = threading.Event()
         self._conn: psycopg.Connection | None = None
         self._unchecked: set[TopicPartitionKey] = set()  # assigned, in-flight marker not looked at
         self._suspect: dict[TopicPartitionKey, int] = {}  # partition -> last offset to apply carefully
         self._pending_commits: dict[TopicPartitionKey, int] = {}
         self._infra_failures = 0
+        self._next_reach = 0.0
         self._last_prune = time.monotonic()
         config = consumer_config(
             settings.kafka_bootstrap_servers,
@@ -129,8 +136,11 @@ class IdempotentConsumer:
             f"{settings.consumer_name}-{id(self):x}",
             session_timeout_ms=settings.session_timeout_ms,
             max_poll_interval_ms=settings.max_poll_interval_ms,
+            instance_id=settings.instance_id,
+            statistics_interval_ms=STATISTICS_INTERVAL_MS,
         )
         config["error_cb"] = self._on_kafka_error
+        config["stats_cb"] = self._on_statistics
         self._consumer = Consumer(config)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -143,7 +153,13 @@ class IdempotentConsumer:
         self._consumer.subscribe(
             list(self._s.topics), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
-        log.info("consumer.started", consumer=self._name, topics=list(self._s.topics))
+        log.info(
+            "consumer.started",
+            consumer=self._name,
+            topics=list(self._s.topics),
+            instance_id=self._s.instance_id,
+        )
+        self._reach_database()
         try:
             while not self._stop.is_set():
                 self._health.beat()
@@ -163,6 +179,8 @@ class IdempotentConsumer:
         """
         first = self._consumer.poll(self._s.poll_timeout_ms / 1000)
         if first is None:
+            if not self._database.up:
+                self._reach_database()  # readiness tells the truth while idle too
             self._maybe_prune()
             return 0
         rest = self._consumer.consume(
@@ -182,7 +200,7 @@ class IdempotentConsumer:
             return True
         if error.fatal():
             raise KafkaException(error)
-        log.warning("consumer.kafka_message_error", error=str(error))
+        self._kafka.failed(error.str())
         return False
 
     def _decode(self, message: Polled) -> Item:
@@ -204,6 +222,8 @@ class IdempotentConsumer:
         try:
             self._apply_batch(items)
             self._infra_failures = 0
+            self._database.ok()
+            self._kafka.ok()  # messages arrived: the broker answers
         except _RewindBatch as rewind:
             self._rewind_after_infra_failure(rewind)
         except Exception as exc:
@@ -415,16 +435,14 @@ class IdempotentConsumer:
         CONSUMER_INFRA_ERRORS.labels(self._name).inc()
         self._infra_failures += 1
         delay_s = min(_INFRA_BACKOFF_MAX_S, 0.2 * 2 ** min(self._infra_failures, 10))
-        log.warning(
-            "consumer.infrastructure_failure", consumer=self._name, error=str(rewind), backoff_s=delay_s
-        )
+        self._database.failed(rewind)
         self._close_connection()
-        self._health.set("database", False, str(rewind)[:200])
         for tp, offset in rewind.positions.items():
             self._seek(tp, offset)
         self._stop.wait(delay_s)
 
     def _on_assign(self, _: Consumer, partitions: list[TopicPartition]) -> None:
+        self._health.set("group", True)  # joined (an assignment may be empty: more members than partitions)
         self._unchecked |= {(p.topic, p.partition) for p in partitions}
         log.info("consumer.assigned", consumer=self._name, partitions=_names(partitions))
 
@@ -446,16 +464,42 @@ class IdempotentConsumer:
             self._pending_commits.pop(tp, None)
 
     def _on_kafka_error(self, error: KafkaError) -> None:
-        self._health.set("kafka", not error.fatal(), str(error))
-        log.warning("consumer.kafka_error", consumer=self._name, error=str(error), fatal=error.fatal())
+        if error.fatal():
+            log.error("consumer.kafka_fatal", consumer=self._name, error=error.str())
+        self._kafka.failed(error.str())
+
+    def _on_statistics(self, raw: str) -> None:
+        """A broker (not the bootstrap placeholder) in state UP: Kafka answers again."""
+        if self._kafka.up:
+            return
+        try:
+            brokers = json.loads(raw).get("brokers", {})
+        except ValueError:
+            return
+        if any(b.get("nodeid", -1) >= 0 and b.get("state") == "UP" for b in brokers.values()):
+            self._kafka.ok()
 
     # -- database ------------------------------------------------------------------------------------
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self._conn = connect(self._s.database_url.reveal(), autocommit=True, application_name=self._name)
-            self._health.set("database", True)
+            self._database.ok()
         return self._conn
+
+    def _reach_database(self) -> None:
+        """Connect now (readiness), without failing the loop if the database is away; at most once
+        per ``retry_backoff_ms`` while it stays away."""
+        if time.monotonic() < self._next_reach:
+            return
+        self._next_reach = time.monotonic() + self._s.retry_backoff_ms / 1000
+        try:
+            self._connection()
+        except Exception as exc:
+            if not is_infrastructure_error(exc):
+                raise
+            self._database.failed(exc)
+            self._close_connection()
 
     def _close_connection(self) -> None:
         if self._conn is not None:

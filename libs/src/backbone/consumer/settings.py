@@ -19,7 +19,20 @@ class ConsumerSettings:
     max_attempts: int = setting("CONSUMER_MAX_ATTEMPTS", 5, doc="failures before a message is dead-lettered")
     retry_backoff_ms: int = setting("CONSUMER_RETRY_BACKOFF_MS", 500, doc="pause before retrying a failure")
     session_timeout_ms: int = setting("CONSUMER_SESSION_TIMEOUT_MS", 10_000)
-    max_poll_interval_ms: int = setting("CONSUMER_MAX_POLL_INTERVAL_MS", 300_000)
+    # The longest gap between two polls the loop allows itself: a fast batch is one transaction of at
+    # most CONSUMER_BATCH_SIZE_MAX messages (well under a second at the benchmarked rates); the
+    # careful path applies the same messages one transaction each plus one retry pause; an
+    # infrastructure failure waits at most 10 s before the next poll. Handlers do database work only
+    # (no remote calls), so 60 s is several times the worst gap; a handler stuck longer is a wedged
+    # process: the broker drops the member (its partitions move on) and the liveness check
+    # (HEALTH_LIVENESS_TIMEOUT_MS, same default) has the supervisor restart it.
+    max_poll_interval_ms: int = setting("CONSUMER_MAX_POLL_INTERVAL_MS", 60_000)
+    instance_id: str | None = setting(
+        "CONSUMER_INSTANCE_ID",
+        None,
+        doc="stable id of this process slot (static group membership): a restart takes its partitions"
+        " back at once; unset: dynamic membership. Never the same for two live processes",
+    )
     processed_retention_s: int = setting(
         "CONSUMER_PROCESSED_RETENTION_S", 30 * 24 * 3600, doc="keep dedup rows longer than topic retention"
     )

@@ -47,6 +47,7 @@ from backbone.metrics import (
     OUTBOX_PUBLISHED,
     OUTBOX_RELAY_LEADER,
 )
+from backbone.outage import Dependency
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import Secret, load_settings_or_exit, setting
@@ -97,6 +98,9 @@ class OutboxRelay:
     def __init__(self, settings: RelaySettings, health: Health | None = None) -> None:
         self._s = settings
         self._health = health or Health()
+        process = f"{settings.service_name}-relay"
+        self._kafka = Dependency("kafka", process, self._health)
+        self._database = Dependency("database", process, self._health, up=False)
         self._stop = threading.Event()
         self._conn: psycopg.Connection | None = None
         self._leader = False
@@ -124,7 +128,7 @@ class OutboxRelay:
             except Exception as exc:
                 if not is_infrastructure_error(exc):
                     raise
-                log.warning("relay.database_unavailable", error=str(exc))
+                self._database.failed(exc)
                 self._drop_connection()
                 self._sleep(self._backoff.next_delay_s())
         self._shutdown()
@@ -152,7 +156,7 @@ class OutboxRelay:
         if self._conn is None or self._conn.closed:
             conn = connect(self._s.database_url.reveal(), autocommit=True, application_name="outbox-relay")
             self._conn = conn
-            self._health.set("database", True)
+            self._database.ok()
         return self._conn
 
     def _drop_connection(self) -> None:
@@ -160,7 +164,6 @@ class OutboxRelay:
             log.warning("relay.leadership_lost", service=self._s.service_name)
         self._leader = False
         OUTBOX_RELAY_LEADER.labels(self._s.service_name).set(0)
-        self._health.set("database", False, "disconnected")
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -207,9 +210,10 @@ class OutboxRelay:
         if failed:
             OUTBOX_PUBLISH_FAILURES.labels(self._s.service_name).inc(failed)
             delay_s = self._backoff.next_delay_s()
-            log.warning("relay.delivery_failed", failed=failed, delivered=len(delivered), backoff_s=delay_s)
+            self._kafka.failed(f"{failed} of {len(rows)} deliveries failed")
             self._sleep(delay_s)
         else:
+            self._kafka.ok()
             self._backoff.reset()
         return len(delivered)
 
@@ -260,7 +264,7 @@ class OutboxRelay:
     def _on_kafka_error(self, error: KafkaError) -> None:
         if error.fatal():
             self._fatal_kafka_error = error
-        log.warning("relay.kafka_error", error=str(error), fatal=error.fatal())
+        self._kafka.failed(error.str())
 
     def _publish(self, rows: list[tuple[Any, ...]]) -> tuple[list[int], int]:
         """Produce ``rows`` and wait for every delivery report; returns (delivered ids, failures)."""

@@ -62,6 +62,9 @@ MT5_WORKER_ENV: Final = {
 }
 CONSUMER_ENV: Final = {"CONSUMER_POLL_TIMEOUT_MS": "100", "CONSUMER_BATCH_LINGER_MS": "5"}
 RELAY_ENV: Final = {"OUTBOX_POLL_INTERVAL_MS": "100"}
+HTTP_PROCESSES: Final = frozenset(
+    {"gateway", "payment_state-api", "mt5_credit-http", "ledger-api", "psp_sim"}
+)
 
 
 def _migrations(service: str) -> Path:
@@ -88,6 +91,9 @@ class System:
     prefix: str = ""
     mt5: SimulatorProcess | None = None
     with_ledger: bool = True
+    liveness_timeout_ms: int = 60_000  # HEALTH_LIVENESS_TIMEOUT_MS of every process
+    health_ports: dict[str, int] = field(default_factory=dict)  # process -> HEALTH_PORT (no HTTP API)
+    envs: dict[str, dict[str, str]] = field(default_factory=dict)  # process -> its own settings
 
     def start(self) -> System:
         self._namespace = topic_namespace(self.stack.kafka_bootstrap)
@@ -126,10 +132,54 @@ class System:
         return url
 
     def _run(self, name: str, args: list[str], env: dict[str, str]) -> Proc:
-        base = {"KAFKA_BOOTSTRAP_SERVERS": self.stack.kafka_bootstrap, "KAFKA_TOPIC_PREFIX": self.prefix}
+        """Start process ``name``; one without an HTTP API of its own serves health on a port
+        (``health_ports``); a consumer gets a stable slot id (static membership), as a supervisor
+        would give it."""
+        base = {
+            "KAFKA_BOOTSTRAP_SERVERS": self.stack.kafka_bootstrap,
+            "KAFKA_TOPIC_PREFIX": self.prefix,
+            "HEALTH_LIVENESS_TIMEOUT_MS": str(self.liveness_timeout_ms),
+            "CONSUMER_INSTANCE_ID": f"{self.prefix}{name}",
+        }
+        if name not in HTTP_PROCESSES:
+            base["HEALTH_PORT"] = str(self.health_ports.setdefault(name, free_port()))
         proc = Proc(args, {**base, **env}, self.workdir / f"{name}.log")
-        self.procs[name] = proc
+        self.procs[name], self.envs[name] = proc, env
         return proc
+
+    def restart(self, name: str, **env: str) -> Proc:
+        """SIGKILL process ``name`` and start it again with the same command and settings, plus ``env``."""
+        old = self.procs[name]
+        old.kill()
+        given = old.popen.args
+        assert isinstance(given, list)  # Proc starts every process from a list: [python, *args]
+        return self._run(name, [str(a) for a in given[1:]], {**self.envs[name], **env})
+
+    def health(self, name: str) -> tuple[int, dict[str, Any]]:
+        """``/healthz`` of process ``name`` (its HTTP API's, or its health port's)."""
+        return self._probe(name, "/healthz")
+
+    def readiness(self, name: str) -> tuple[int, dict[str, Any]]:
+        return self._probe(name, "/readyz")
+
+    def _probe(self, name: str, path: str) -> tuple[int, dict[str, Any]]:
+        """(status, body); (0, {}) while nothing answers on the port (not started yet, or frozen)."""
+        try:
+            status, body = self.http("GET", self._http_base(name) + path, timeout_s=3)
+        except OSError:
+            return 0, {}
+        return status, dict(body or {})
+
+    def _http_base(self, name: str) -> str:
+        if name in self.health_ports:
+            return f"http://127.0.0.1:{self.health_ports[name]}"
+        return {
+            "gateway": self.urls.gateway,
+            "payment_state-api": self.urls.payment_state,
+            "mt5_credit-http": self.urls.mt5_credit,
+            "ledger-api": self.urls.ledger,
+            "psp_sim": self.urls.psp,
+        }[name]
 
     def _start_all(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -350,7 +400,14 @@ class System:
     # --- talking to it --------------------------------------------------------------------------
 
     def http(
-        self, method: str, url: str, body: Any = None, *, token: str | None = None, key: str | None = None
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        *,
+        token: str | None = None,
+        key: str | None = None,
+        timeout_s: float = 15,
     ) -> tuple[int, Any]:
         """One JSON request; returns (status, parsed body or None)."""
         data = None if body is None else json.dumps(body).encode()
@@ -361,7 +418,7 @@ class System:
         if key:
             request.add_header("Idempotency-Key", key)
         try:
-            with urllib.request.urlopen(request, timeout=15) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
                 raw = response.read()
                 return response.status, json.loads(raw) if raw else None
         except urllib.error.HTTPError as error:

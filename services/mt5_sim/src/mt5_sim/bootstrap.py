@@ -7,14 +7,17 @@ from dataclasses import dataclass
 
 from aiohttp import web
 from backbone.health import Health
+from backbone.logs import get_logger
 
 from mt5_sim.adapters.store import PgStore
-from mt5_sim.application.webapi import SimClock, WebApi
+from mt5_sim.application.webapi import ControlState, SimClock, WebApi
 from mt5_sim.domain.auth import password_hash
 from mt5_sim.domain.faults import FaultBook
 from mt5_sim.entrypoints.control import ControlApi
 from mt5_sim.entrypoints.webapi_server import WebApiServer
 from mt5_sim.settings import SimSettings
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -50,14 +53,19 @@ async def start_simulator(settings: SimSettings, health: Health) -> Simulator:
     await store.open()
     health.set("database", True)
     faults, clock = FaultBook(), SimClock()
+    control = ControlState(store, faults, clock)
+    if await control.load():
+        log.info(
+            "mt5_sim.control_state_restored", faults=len(faults.describe()), clock_offset_s=clock.offset_s
+        )
     managers = {settings.manager_login: password_hash(settings.manager_password.reveal())}
-    api = WebApi(store, faults, clock, managers, settings.auth_window_ms)
+    api = WebApi(store, faults, clock, managers, settings.auth_window_ms, control=control)
     server = WebApiServer(
         api, settings.host, settings.port, idle_timeout_ms=settings.idle_timeout_ms, tls=tls_context(settings)
     )
     await server.start()
     app = web.Application()
-    app.add_routes(ControlApi(store, faults, clock, server).routes(health))
+    app.add_routes(ControlApi(store, faults, clock, server, control).routes(health))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, settings.host, settings.control_port, reuse_address=True).start()

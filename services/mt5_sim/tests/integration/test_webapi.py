@@ -357,3 +357,40 @@ def test_idle_connections_are_dropped_and_sigterm_stops_cleanly(stack: Stack, tm
         assert session.server_closed()
         assert short.terminate() == 0
         assert '"mt5_sim.stopped"' in short.logs()
+
+
+def test_armed_faults_and_the_clock_survive_a_restart(stack: Stack, tmp_path: Path) -> None:
+    """A drill that restarts the simulator still gets what it asked for: a fault armed for two
+    calls fires once, the simulator is SIGKILLed and started again on its database, the fault fires
+    once more (not twice: its count was kept) and then no more; the clock offset is kept too; a
+    reset forgets both, also across a restart."""
+    with running_simulator(stack.pg_admin_url, tmp_path) as sim:
+        sim.control.create_group(USD, "USD", 2)
+        sim.control.create_account(LOGIN, USD, balance="10.00")
+        sim.control.arm_fault(kind="retcode", endpoint="trade/balance", retcode=10019, count=2)
+        sim.control.set_clock_offset(3600)
+
+        def balance(comment: str) -> str:
+            session = Raw(sim.port).auth()
+            try:
+                return str(
+                    session.call("trade/balance", login=LOGIN, type=2, balance="1.00", comment=comment)[
+                        "retcode"
+                    ]
+                )
+            finally:
+                session.conn.close()
+
+        assert balance("c1").startswith("10019")
+        sim.kill()
+        sim.start()
+        [fault] = sim.control.faults()
+        assert (fault["fired"], fault["count"]) == (1, 2)
+        assert sim.control.request("GET", "/control/clock")["offset_s"] == 3600
+        assert balance("c2").startswith("10019")
+        assert balance("c3") == "0 Done"
+        sim.control.reset()
+        sim.kill()
+        sim.start()
+        assert sim.control.faults() == []
+        assert sim.control.request("GET", "/control/clock")["offset_s"] == 0

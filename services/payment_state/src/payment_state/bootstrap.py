@@ -12,7 +12,7 @@ from typing import Final
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, TopicSpec
 from backbone.outbox.writer import OutboxWriter
-from backbone.postgres import CONNECT_TIMEOUT_S
+from backbone.postgres import make_async_pool, make_pool
 from backbone.psp import PspClientSettings
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -59,29 +59,21 @@ def context(provider: str, events_topic: str, catalogue: TopicCatalogue, avro: A
     )
 
 
+POOL_TIMEOUT_S = 5.0  # a caller waits this long for a connection; the API then answers 503
+
+
 def pool(url: str, size_max: int, name: str, *, size_min: int = 2) -> ConnectionPool:
-    """Autocommit connections: writers open ``conn.transaction()`` explicitly, reads need none."""
-    return ConnectionPool(
-        url,
-        min_size=min(size_min, size_max),
-        max_size=size_max,
-        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S, "application_name": name},
-        name=name,
-        open=True,
-        timeout=CONNECT_TIMEOUT_S,
+    """Autocommit connections: writers open ``conn.transaction()`` explicitly, reads need none.
+    Connections are checked when handed out (``backbone.postgres.make_pool``)."""
+    return make_pool(
+        url, size_min=size_min, size_max=size_max, name=name, autocommit=True, timeout_s=POOL_TIMEOUT_S
     )
 
 
 def async_pool(url: str, size: int, name: str) -> AsyncConnectionPool:
     """For the event loop (status reads); opened by the caller inside the loop (``await open()``)."""
-    return AsyncConnectionPool(
-        url,
-        min_size=size,
-        max_size=size,
-        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S, "application_name": name},
-        name=name,
-        open=False,
-        timeout=CONNECT_TIMEOUT_S,
+    return make_async_pool(
+        url, size_min=size, size_max=size, name=name, autocommit=True, timeout_s=POOL_TIMEOUT_S
     )
 
 

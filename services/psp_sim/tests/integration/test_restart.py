@@ -70,3 +70,31 @@ def test_restart_keeps_state_idempotency_and_pending_webhooks(own_db: str, logs_
     finally:
         sim.kill()
         receiver.close()
+
+
+def test_armed_faults_survive_a_restart_with_what_they_spent(own_db: str, logs_dir: Path) -> None:
+    """A drill that restarts the simulator still gets the faults it asked for: a rule armed for two
+    creates fires once, the simulator is SIGKILLed and started again, the rule is still there with
+    one left, fires once more, and is then spent; a webhook rule armed before the crash is kept too;
+    clearing is kept across a restart as well."""
+    sim = SimProcess(own_db, logs_dir)
+    try:
+        sim.start()
+        reference = new_id("pay")
+        sim.fault(kind="fail_without_apply", reference=reference, count=2)
+        sim.fault(kind="webhook_drop", event_type="payment_intent.succeeded")
+        first = _create(sim, new_id("op"), reference)
+        assert not isinstance(first, Applied)
+        sim.kill()
+        sim.start()
+        rules = {r["kind"]: r for r in sim.ok("GET", "/control/faults")["data"]}
+        assert rules["fail_without_apply"]["remaining"] == 1 and rules["fail_without_apply"]["hits"] == 1
+        assert "webhook_drop" in rules
+        assert not isinstance(_create(sim, new_id("op"), reference), Applied)
+        assert isinstance(_create(sim, new_id("op"), reference), Applied)
+        sim.ok("DELETE", "/control/faults")
+        sim.kill()
+        sim.start()
+        assert sim.ok("GET", "/control/faults")["data"] == []
+    finally:
+        sim.kill()

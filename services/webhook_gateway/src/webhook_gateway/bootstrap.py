@@ -10,8 +10,11 @@ from typing import Any
 from aiohttp import web
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.health import Health
+from backbone.http import Probe, watch
 from backbone.kafka.topics import TopicCatalogue
+from backbone.outage import Dependency
 from backbone.outbox import OutboxWriter
+from backbone.postgres import make_async_pool
 from psycopg_pool import AsyncConnectionPool
 
 from webhook_gateway.adapters.postgres_store import BATCH_BYTES_MAX, BatchLimits, PostgresReceiptStore
@@ -43,22 +46,16 @@ def outbox_writer() -> OutboxWriter:
 
 
 def make_pool(settings: GatewaySettings) -> AsyncConnectionPool[Any]:
-    """An unopened async pool: autocommit (each statement is its own transaction, see the store),
-    bounded connect, acquisition and statement times."""
-    timeout_s = settings.db_timeout_ms / 1000
-    return AsyncConnectionPool(
+    """An unopened async pool whose connections are checked when handed out: autocommit (each
+    statement is its own transaction, see the store), bounded acquisition and statement times."""
+    return make_async_pool(
         settings.database_url.reveal(),
-        min_size=settings.db_pool_size_min,
-        max_size=settings.db_pool_size_max,
-        kwargs={
-            "autocommit": True,
-            "connect_timeout": max(1, int(timeout_s)),
-            "application_name": "webhook-gateway",
-            "options": f"-c statement_timeout={settings.db_timeout_ms}",
-        },
-        timeout=timeout_s,
+        size_min=settings.db_pool_size_min,
+        size_max=settings.db_pool_size_max,
         name="webhook-gateway",
-        open=False,
+        autocommit=True,
+        timeout_s=settings.db_timeout_ms / 1000,
+        statement_timeout_ms=settings.db_timeout_ms,
     )
 
 
@@ -69,6 +66,7 @@ def build_app(
     *,
     clock: Callable[[], float] = time.time,
     providers: Mapping[str, ProviderConfig] | None = None,
+    database: Dependency | None = None,
 ) -> web.Application:
     ingest = IngestWebhook(store, clock=clock, tolerance_s=settings.tolerance_s)
     return make_app(
@@ -76,7 +74,16 @@ def build_app(
         settings.providers() if providers is None else providers,
         health,
         body=BodyLimits(settings.body_max_bytes, settings.body_timeout_ms / 1000),
+        database=database,
     )
+
+
+def _probe(pool: AsyncConnectionPool[Any]) -> Probe:
+    async def select_one() -> None:
+        async with pool.connection() as conn:
+            await conn.execute("SELECT 1")
+
+    return select_one
 
 
 async def bootstrap(settings: GatewaySettings, health: Health) -> Gateway:
@@ -91,7 +98,9 @@ async def bootstrap(settings: GatewaySettings, health: Health) -> Gateway:
     pool = make_pool(settings)
     timeout_s = settings.db_timeout_ms / 1000
     store = PostgresReceiptStore(pool, outbox_writer(), timeout_s=timeout_s, limits=limits)
-    app = build_app(settings, store, health)
+    database = Dependency("database", SERVICE_NAME, health, up=False)  # not ready before the first probe
+    app = build_app(settings, store, health, database=database)
+    watch(app, health, _probe(pool), database, interval_s=settings.db_probe_interval_ms / 1000)
     await pool.open(wait=False)
     store.start()
     return Gateway(app, pool, store, health)

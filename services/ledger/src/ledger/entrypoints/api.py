@@ -23,11 +23,11 @@ from typing import Any, Final, assert_never
 import psycopg
 from aiohttp import web
 from backbone.health import Health, aiohttp_routes
-from backbone.http import service_app
+from backbone.http import route_name, service_app, unavailable, watch
 from backbone.ids import new_event_id
 from backbone.logs import configure_logging, get_logger
-from backbone.postgres import CONNECT_TIMEOUT_S, is_infrastructure_error
-from psycopg_pool import ConnectionPool
+from backbone.outage import Dependency
+from backbone.postgres import is_infrastructure_error, make_pool
 
 from ledger.adapters import pg_reads
 from ledger.adapters.postgres_store import PgLedgerStore
@@ -46,8 +46,8 @@ from ledger.settings import SERVICE_NAME, ApiSettings, LedgerSettings
 
 log = get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_HEARTBEAT_S: Final = 5.0
 _PAGE_DEFAULT: Final = 100
+POOL_TIMEOUT_S: Final = 5.0  # a request waits this long for a connection, then 503 + Retry-After
 
 
 class BadRequest(Exception):
@@ -63,23 +63,22 @@ def _json(status: int, body: dict[str, Any]) -> web.Response:
 class LedgerApi:
     def __init__(self, api: ApiSettings, ledger: LedgerSettings, tokens: Tokens, health: Health) -> None:
         self._api, self._ledger, self._tokens, self._health = api, ledger, tokens, health
+        self._database = Dependency("database", "ledger-api", health, up=False)
         self._outbox = outbox_writer(ledger)[2]
-        self._pool = ConnectionPool(
+        self._pool = make_pool(
             api.database_url.reveal(),
-            min_size=1,
-            max_size=api.pool_size_max,
-            kwargs={
-                "connect_timeout": CONNECT_TIMEOUT_S,
-                "application_name": "ledger-api",
-                "options": f"-c statement_timeout={api.statement_timeout_ms}",
-            },
+            size_min=1,
+            size_max=api.pool_size_max,
             name="ledger-api",
+            timeout_s=POOL_TIMEOUT_S,
+            statement_timeout_ms=api.statement_timeout_ms,
             open=False,
-            timeout=CONNECT_TIMEOUT_S,
         )
 
     def app(self) -> web.Application:
-        app = service_app(middlewares=[self._middleware], client_max_size=self._api.body_max_bytes)
+        app = service_app(
+            middlewares=[self._middleware], client_max_size=self._api.body_max_bytes, database=self._database
+        )
         app.add_routes(aiohttp_routes(self._health))
         read, write = self._guard("ledger:read"), self._guard("ledger:import")
         app.add_routes(
@@ -92,27 +91,15 @@ class LedgerApi:
             ]
         )
         app.on_startup.append(self._start)
+        watch(app, self._health, lambda: self._db(lambda conn: conn.execute("SELECT 1")), self._database)
         app.on_cleanup.append(self._stop)
         return app
 
-    async def _start(self, app: web.Application) -> None:
-        await asyncio.to_thread(self._pool.open, wait=True, timeout=CONNECT_TIMEOUT_S)
-        self._health.set("database", True)
-        app[_BEAT] = asyncio.create_task(self._beat())
+    async def _start(self, _: web.Application) -> None:
+        await asyncio.to_thread(self._pool.open, wait=False)  # fills in the background; /readyz says when
 
-    async def _stop(self, app: web.Application) -> None:
-        app[_BEAT].cancel()
+    async def _stop(self, _: web.Application) -> None:
         await asyncio.to_thread(self._pool.close)
-
-    async def _beat(self) -> None:
-        """Liveness heartbeat, and readiness from a database ping (a dead database makes /readyz 503)."""
-        while True:
-            self._health.beat()
-            try:
-                await self._db(lambda conn: conn.execute("SELECT 1"))
-            except Exception as exc:
-                self._health.set("database", False, type(exc).__name__)
-            await asyncio.sleep(_HEARTBEAT_S)
 
     # -- middleware: errors as JSON, one structured log line per request -----------------------------
 
@@ -127,11 +114,11 @@ class LedgerApi:
             response = _json(exc.status, {"error": exc.reason.lower().replace(" ", "_"), "detail": exc.text})
         except Exception as exc:
             if not is_infrastructure_error(exc):
-                log.exception("api.failed", path=request.path)
+                log.exception("api.failed", route=route_name(request))
                 response = _json(500, {"error": "internal", "detail": "see the service logs"})
             else:
-                self._health.set("database", False, type(exc).__name__)
-                response = _json(503, {"error": "unavailable", "detail": "database unavailable, retry"})
+                self._database.failed(exc)
+                response = unavailable()
         if request.path.startswith("/v1/"):
             log.info(
                 "api.request",
@@ -168,7 +155,7 @@ class LedgerApi:
                 return work(conn)
 
         result = await asyncio.to_thread(run)
-        self._health.set("database", True)
+        self._database.ok()
         return result
 
     # -- reads -----------------------------------------------------------------------------------------
@@ -263,9 +250,6 @@ class LedgerApi:
                 return _json(422, {"outcome": "rejected", "error": reason, "detail": detail})
             case _:
                 assert_never(outcome)
-
-
-_BEAT: Final = web.AppKey("heartbeat", asyncio.Task[None])
 
 
 def _account_path(request: web.Request) -> tuple[str, str]:

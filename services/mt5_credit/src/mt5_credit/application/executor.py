@@ -8,6 +8,7 @@ path: a timeout, a disconnect, a crash or a failed DB write after the call all e
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
@@ -52,7 +53,13 @@ class ExecutorConfig:
 
 class Executor:
     def __init__(
-        self, conn: psycopg.Connection, mt5: Mt5Port, outbox: OutboxWriter, config: ExecutorConfig
+        self,
+        conn: psycopg.Connection,
+        mt5: Mt5Port,
+        outbox: OutboxWriter,
+        config: ExecutorConfig,
+        *,
+        progress: Callable[[], None] = lambda: None,
     ) -> None:
         # Transactions are explicit (conn.transaction()); a bare read must not open one that lingers.
         invariant(conn.autocommit, "the executor needs an autocommit connection")
@@ -60,6 +67,7 @@ class Executor:
         self._mt5 = mt5
         self._outbox = outbox
         self._config = config
+        self._progress = progress  # called before each row's call: a batch of slow calls is not a stuck lane
 
     def run_once(self) -> int:
         """Expire old leases, claim a batch, execute it. Returns how many rows were claimed."""
@@ -72,6 +80,7 @@ class Executor:
             claimed = store.claim(self._conn, self._config.batch_size_max, self._config.lease_ms)
             accounts = store.load_accounts(self._conn, [r.mt5_login for r in claimed]) if claimed else {}
         for row in claimed:
+            self._progress()
             self.execute_claimed(row, claimed_mono, accounts)
         return len(claimed)
 

@@ -9,6 +9,8 @@ bound, a case too. Never a money correction.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import psycopg
 from backbone.invariants import invariant
 from backbone.logs import get_logger
@@ -39,6 +41,8 @@ class Resolver:
         outbox: OutboxWriter,
         timing: ResolveTiming,
         batch_size_max: int,
+        *,
+        progress: Callable[[], None] = lambda: None,
     ) -> None:
         invariant(conn.autocommit, "the resolver needs an autocommit connection")
         self._conn = conn
@@ -46,6 +50,7 @@ class Resolver:
         self._outbox = outbox
         self._timing = timing
         self._batch_size_max = batch_size_max
+        self._progress = progress  # called before each lookup (each may take a whole call budget)
 
     def run_once(self) -> int:
         dead_after_ms = self._timing.call_timeout_ms + self._timing.dead_margin_ms
@@ -56,6 +61,7 @@ class Resolver:
         server_now_ms = self._mt5.server_time_ms()
         db_now_ms = store.db_now_ms(self._conn)
         for row in rows:
+            self._progress()
             self._resolve(row, self._lookup(row, server_now_ms, db_now_ms))
         return len(rows)
 

@@ -18,9 +18,10 @@ from typing import Any, Final, assert_never
 
 from aiohttp import web
 from backbone.health import Health, aiohttp_routes
-from backbone.http import service_app
+from backbone.http import service_app, watch
 from backbone.logs import configure_logging, get_logger
 from backbone.money import currency_exponent
+from backbone.outage import Dependency
 from backbone.postgres import make_pool
 from backbone.settings import load_settings_or_exit
 from psycopg_pool import ConnectionPool
@@ -35,6 +36,7 @@ log = get_logger("mt5_credit.http")
 _KEY_RE: Final = re.compile(r"^[A-Za-z0-9_.:-]{8,128}$")
 _ID_RE: Final = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _INT_MAX: Final = 2**63 - 1
+POOL_TIMEOUT_S: Final = 5.0  # a request waits this long for a connection, then 503 + Retry-After
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -44,16 +46,19 @@ def _error(status: int, code: str, message: str) -> web.Response:
 
 
 class Api:
-    def __init__(self, settings: HttpSettings, pool: ConnectionPool, health: Health) -> None:
+    def __init__(
+        self, settings: HttpSettings, pool: ConnectionPool, health: Health, database: Dependency | None = None
+    ) -> None:
         self._settings = settings
         self._pool = pool
         self._health = health
+        self._database = database
         self._rates = FixedRates.parse(settings.fx_rates)
         self._tokens = _parse_tokens(settings.api_tokens.reveal())
         self._admin = settings.admin_token.reveal()
 
     def app(self) -> web.Application:
-        app = service_app(client_max_size=self._settings.body_bytes_max)
+        app = service_app(client_max_size=self._settings.body_bytes_max, database=self._database)
         app.add_routes(
             [
                 web.put("/accounts/{login}", self.put_account),
@@ -274,10 +279,27 @@ def _bool(body: dict[str, Any], name: str) -> bool:
     return value
 
 
+def _probe(pool: ConnectionPool) -> Callable[[], Awaitable[object]]:
+    def select_one() -> None:
+        with pool.connection() as conn:
+            conn.execute("SELECT 1")
+
+    return lambda: asyncio.to_thread(select_one)
+
+
 def main() -> None:
     settings = load_settings_or_exit(HttpSettings)
     configure_logging("mt5_credit-http")
-    pool = make_pool(settings.database_url.reveal(), size_min=1, size_max=4, name="mt5_credit-http")
-    health = Health()
-    api = Api(settings, pool, health)
-    web.run_app(api.app(), host=settings.host, port=settings.port, print=None, access_log=None)
+    health = Health.configured()
+    database = Dependency("database", "mt5_credit-http", health, up=False)
+    pool = make_pool(
+        settings.database_url.reveal(),
+        size_min=1,
+        size_max=4,
+        name="mt5_credit-http",
+        timeout_s=POOL_TIMEOUT_S,
+    )
+    app = Api(settings, pool, health, database).app()
+    watch(app, health, _probe(pool), database)
+    app.on_cleanup.append(lambda _: asyncio.to_thread(pool.close))
+    web.run_app(app, host=settings.host, port=settings.port, print=None, access_log=None)

@@ -19,6 +19,7 @@ from backbone.invariants import InvariantViolation
 from backbone.kafka.topics import TopicCatalogue
 from backbone.logs import configure_logging, get_logger
 from backbone.mt5 import Mt5GatewaySettings
+from backbone.outage import Dependency
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.runtime import health_for, stop_on_signals
@@ -81,6 +82,7 @@ class Worker:
         self._outbox = outbox_writer()
         self._stopping = threading.Event()
         self._health = health
+        self._database = Dependency("database", "mt5_credit-worker", health, up=False)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -102,6 +104,9 @@ class Worker:
             log.error("lane_crashed", lane=lane, error=repr(exc))
             self._stopping.set()
             raise
+        finally:
+            if self._health is not None:
+                self._health.forget(_loop_name(lane))
 
     def _connected(self, lane: int, mt5: Mt5Port) -> None:
         while not self._stopping.is_set():
@@ -115,23 +120,40 @@ class Worker:
             except psycopg.Error as exc:
                 if not is_infrastructure_error(exc):
                     raise
-                log.warning("database_unavailable", error=type(exc).__name__)
+                self._database.failed(exc)
+                self._beat(lane)  # waiting for the database is not being stuck
                 self._stopping.wait(RECONNECT_PAUSE_S)
 
     def _loop(self, conn: psycopg.Connection, lane: int, mt5: Mt5Port) -> None:
-        executor = Executor(conn, mt5, self._outbox, self._config)
-        resolver = Resolver(conn, mt5, self._outbox, self._timing, self._settings.batch_size_max)
+        executor = Executor(conn, mt5, self._outbox, self._config, progress=lambda: self._beat(lane))
+        resolver = Resolver(
+            conn,
+            mt5,
+            self._outbox,
+            self._timing,
+            self._settings.batch_size_max,
+            progress=lambda: self._beat(lane),
+        )
         next_gauges = 0.0
         while not self._stopping.is_set():
             worked = executor.run_once() + resolver.run_once()
-            if self._health is not None:
-                self._health.beat()
-                self._health.set("database", True)
+            self._beat(lane)
+            self._database.ok()
             if lane == 0 and time.monotonic() >= next_gauges:
                 _update_gauges(conn)
                 next_gauges = time.monotonic() + GAUGE_INTERVAL_S
             if worked == 0:
                 self._stopping.wait(self._settings.poll_interval_ms / 1000)
+
+    def _beat(self, lane: int) -> None:
+        """Each lane beats for itself: one stuck lane makes the process unhealthy even while the
+        others work."""
+        if self._health is not None:
+            self._health.beat(_loop_name(lane))
+
+
+def _loop_name(lane: int) -> str:
+    return f"lane-{lane}"
 
 
 def _update_gauges(conn: psycopg.Connection) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Final
 import psycopg
 from backbone.invariants import invariant, unreachable
 from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from mt5_sim.application.ports import DealWindow, Decider, NewDeal, StoreConflict
@@ -323,7 +324,19 @@ class PgStore:
 
     async def reset(self) -> None:
         async with self._pool.connection() as conn:
-            await conn.execute(b"TRUNCATE mt5_deals, mt5_accounts, mt5_groups")
+            await conn.execute(b"TRUNCATE mt5_deals, mt5_accounts, mt5_groups, mt5_control_state")
+
+    async def load_control_state(self) -> dict[str, Any] | None:
+        rows = await self._rows("SELECT state FROM mt5_control_state WHERE name = 'control'")
+        return dict(rows[0][0]) if rows else None
+
+    async def save_control_state(self, state: dict[str, Any]) -> None:
+        async with self._pool.connection() as conn:
+            await conn.execute(
+                b"INSERT INTO mt5_control_state (name, state) VALUES ('control', %s)"
+                b" ON CONFLICT (name) DO UPDATE SET state = EXCLUDED.state, updated_at = now()",
+                (Jsonb(state),),
+            )
 
     async def _write(self, sql: str, params: Sequence[Any]) -> None:
         async with self._pool.connection() as conn:

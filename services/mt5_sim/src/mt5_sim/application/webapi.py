@@ -92,6 +92,30 @@ class SimClock:
 Handler = Callable[[SessionState, Mapping[str, str]], Awaitable[Reply]]
 
 
+class ControlState:
+    """What the control API set that must survive a restart of the simulator: the fault book (with
+    what each fault already fired) and the clock offset. Saved whole after every change and every
+    firing, under a lock so that the last write is the latest state; loaded at start."""
+
+    def __init__(self, store: Store, faults: FaultBook, clock: SimClock) -> None:
+        self._store, self._faults, self._clock = store, faults, clock
+        self._lock = asyncio.Lock()
+
+    async def save(self) -> None:
+        async with self._lock:
+            state = {"faults": self._faults.snapshot(), "clock_offset_s": self._clock.offset_s}
+            await self._store.save_control_state(state)
+
+    async def load(self) -> bool:
+        """Restore a stored state; False when there is none (a fresh or reset simulator)."""
+        state = await self._store.load_control_state()
+        if state is None:
+            return False
+        self._faults.restore(state["faults"])
+        self._clock.offset_s = int(state["clock_offset_s"])
+        return True
+
+
 class WebApi:
     """Executes commands for sessions; the HTTP layer only parses and writes."""
 
@@ -103,8 +127,10 @@ class WebApi:
         managers: Mapping[int, bytes],
         auth_window_ms: int,
         rand_hex: Callable[[], str] = lambda: os.urandom(16).hex(),
+        control: ControlState | None = None,
     ) -> None:
         self._store, self._faults, self._clock = store, faults, clock
+        self._control = control
         self._managers = dict(managers)  # login -> password hash
         self._auth_window_s = auth_window_ms / 1000
         self._rand_hex = rand_hex
@@ -135,6 +161,8 @@ class WebApi:
         fault = self._faults.take(endpoint, login, params.get("comment"))
         if fault is not None:
             metrics.FAULTS_FIRED.labels(fault.spec.kind).inc()
+            if self._control is not None:
+                await self._control.save()  # a restart must not fire a counted fault again
         outcome = await self._under_fault(fault, session, endpoint, params)
         if login is not None:
             self._remember(login)

@@ -3,7 +3,9 @@
 A fault is armed over the control API with a kind and a scope. The scope (endpoint, login, comment
 prefix, number of calls) lets a test hit exactly the call it means to; the first armed fault whose
 scope matches a request fires, and each firing uses up one of its ``count`` (``None``: no limit).
-Faults live in memory only: a restart or ``reset`` disarms them all.
+The book is kept by the store too (``snapshot``/``restore``, after every change and every firing):
+a restarted simulator still has the faults it was asked for, with what they already fired; only
+``reset`` (or clearing) disarms them.
 
 Kinds, and what the client sees:
 - ``drop_after_apply``: the command is executed (a balance is committed), then the connection is
@@ -130,6 +132,12 @@ def parse_spec(body: Mapping[str, Any]) -> FaultSpec:
     return spec
 
 
+def _stored_spec(stored: Mapping[str, Any]) -> FaultSpec:
+    if stored.get("kind") not in FAULT_KINDS or set(stored) - _FIELDS:
+        raise FaultSpecError("a stored fault this simulator does not know")
+    return FaultSpec(**stored)
+
+
 def _retcode_for(kind: str, retcode: int | None) -> int:
     if kind == "throttle":
         code = 10024 if retcode is None else retcode
@@ -175,3 +183,21 @@ class FaultBook:
 
     def describe(self) -> list[dict[str, Any]]:
         return [fault.describe() for fault in self._armed]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything needed to rebuild the book: the armed faults, what they fired, the next id."""
+        next_id = next(self._ids)
+        self._ids = itertools.count(next_id)
+        return {
+            "next_id": next_id,
+            "armed": [{"id": f.fault_id, "spec": asdict(f.spec), "fired": f.fired} for f in self._armed],
+        }
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Rebuild the book from a ``snapshot`` this class wrote (a stored spec of an unknown kind is
+        refused: the simulator would not know how to fire it)."""
+        armed = [
+            ArmedFault(str(item["id"]), _stored_spec(item["spec"]), int(item["fired"]))
+            for item in snapshot["armed"]
+        ]
+        self._armed, self._ids = armed, itertools.count(int(snapshot["next_id"]))

@@ -18,7 +18,7 @@ from aiohttp import web
 from backbone.health import Health, aiohttp_routes
 
 from mt5_sim.application.ports import NewDeal, Store, StoreConflict
-from mt5_sim.application.webapi import SimClock
+from mt5_sim.application.webapi import ControlState, SimClock
 from mt5_sim.domain.faults import FaultBook, FaultSpecError, parse_spec
 from mt5_sim.domain.model import DEFAULT_RIGHTS, USER_RIGHT_ENABLED, Account, Group, deal_json, money_text
 from mt5_sim.domain.params import COMMENT_UNITS_MAX, cut_comment, parse_decimal
@@ -96,8 +96,16 @@ def _rights(body: dict[str, Any], current: int | None) -> int | None:
 
 
 class ControlApi:
-    def __init__(self, store: Store, faults: FaultBook, clock: SimClock, server: WebApiServer) -> None:
+    def __init__(
+        self,
+        store: Store,
+        faults: FaultBook,
+        clock: SimClock,
+        server: WebApiServer,
+        control: ControlState | None = None,
+    ) -> None:
         self._store, self._faults, self._clock, self._server = store, faults, clock, server
+        self._control = control
 
     def routes(self, health: Health) -> list[web.RouteDef]:
         guarded = self._guarded
@@ -152,14 +160,20 @@ class ControlApi:
 
     async def arm_fault(self, request: web.Request) -> web.Response:
         fault = self._faults.arm(parse_spec(await _body(request)))
+        await self._save()
         return _json({"fault": fault.describe()}, 201)
 
     async def clear_faults(self, request: web.Request) -> web.Response:
         fault_id = request.match_info.get("fault_id")
         cleared = self._faults.clear(fault_id)
+        await self._save()
         if fault_id is not None and cleared == 0:
             return _error(404, f"no fault {fault_id}")
         return _json({"cleared": cleared})
+
+    async def _save(self) -> None:
+        if self._control is not None:
+            await self._control.save()
 
     async def get_clock(self, _: web.Request) -> web.Response:
         return _json({"offset_s": self._clock.offset_s, "server_time_s": self._clock.wall_ms() // 1000})
@@ -170,6 +184,7 @@ class ControlApi:
         if isinstance(offset, bool) or not isinstance(offset, int) or abs(offset) > CLOCK_OFFSET_S_MAX:
             raise BadInput(f"offset_s must be an integer within ±{CLOCK_OFFSET_S_MAX}")
         self._clock.offset_s = offset
+        await self._save()
         return await self.get_clock(request)
 
     # -- groups and accounts ---------------------------------------------------------------------

@@ -3,13 +3,14 @@ finish, then the pools close)."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 from backbone.health import Health
+from backbone.http import Probe, watch
 from backbone.logs import configure_logging, get_logger
+from backbone.outage import Dependency
 from backbone.settings import SettingsError, load_settings_or_exit
 from psycopg_pool import AsyncConnectionPool
 
@@ -18,20 +19,14 @@ from payment_state.entrypoints.http import Api, DbLane, build_app
 from payment_state.settings import DEFAULT_EVENTS_TOPIC, ApiSettings, parse_api_tokens
 
 log = get_logger(__name__)
-_DB_CHECK_INTERVAL_S = 5.0
 
 
-async def _watch_database(health: Health, reads: AsyncConnectionPool) -> None:
-    """Readiness follows the database; the heartbeat shows the event loop is alive."""
-    while True:
-        health.beat()
-        try:
-            async with reads.connection(timeout=5) as conn:
-                await conn.execute("SELECT 1")
-            health.set("database", True)
-        except Exception as exc:
-            health.set("database", False, str(exc)[:200])
-        await asyncio.sleep(_DB_CHECK_INTERVAL_S)
+def _probe(reads: AsyncConnectionPool) -> Probe:
+    async def select_one() -> None:
+        async with reads.connection() as conn:
+            await conn.execute("SELECT 1")
+
+    return select_one
 
 
 def _lane(url: str, size: int, name: str) -> DbLane:
@@ -55,22 +50,20 @@ def main() -> None:
     ctx = bootstrap.context(
         settings.provider, DEFAULT_EVENTS_TOPIC, bootstrap.topic_catalogue(), bootstrap.codec()
     )
-    health = Health()
-    app = build_app(Api(writes, reads, ctx, tokens), health, settings.body_max_bytes)
-    watch: list[asyncio.Task[None]] = []
+    health = Health.configured()
+    database = Dependency("database", "payment_state-api", health, up=False)
+    app = build_app(Api(writes, reads, ctx, tokens), health, settings.body_max_bytes, database)
 
     async def start(_: web.Application) -> None:
-        await reads.open(wait=True)
-        watch.append(asyncio.create_task(_watch_database(health, reads)))
+        await reads.open(wait=False)  # the pool fills in the background; readiness says when
 
     async def close(_: web.Application) -> None:
-        for task in watch:
-            task.cancel()
         await reads.close()
         writes.close()
         log.info("api.stopped")
 
     app.on_startup.append(start)
+    watch(app, health, _probe(reads), database)
     app.on_cleanup.append(close)
     log.info("api.starting", port=settings.http_port, merchants=len(set(tokens.values())))
     web.run_app(app, host=settings.http_host, port=settings.http_port, print=None, access_log=None)

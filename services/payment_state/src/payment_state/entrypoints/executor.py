@@ -11,8 +11,10 @@ import threading
 import time
 
 import psycopg
+from backbone import failpoints
 from backbone.health import Health
 from backbone.logs import configure_logging, get_logger
+from backbone.outage import Dependency
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.psp import PspClientSettings
 from backbone.runtime import health_for, stop_on_signals
@@ -44,6 +46,7 @@ class ExecutorLoop:
         self._url = database_url
         self._poll_s = poll_interval_ms / 1000
         self._health = health
+        self._database = Dependency("database", "payment_state-executor", health, up=False)
         self._stop = threading.Event()
         self._listen: psycopg.Connection | None = None
         self._last_metrics = 0.0
@@ -63,8 +66,7 @@ class ExecutorLoop:
                 if not is_infrastructure_error(exc):
                     raise
                 self._failures += 1
-                self._health.set("database", False, str(exc)[:200])
-                log.warning("executor.database_unavailable", error=str(exc)[:200])
+                self._database.failed(exc)
                 self._drop_listener()
                 self._stop.wait(min(_ERROR_BACKOFF_MAX_S, 0.2 * 2 ** min(self._failures, 10)))
         self._executor.close()
@@ -76,7 +78,9 @@ class ExecutorLoop:
         for _ in listener.notifies(timeout=0):  # drain: the claim below sees what they announced
             pass
         claimed = self._executor.run_once()
-        self._health.set("database", True)
+        self._database.ok()
+        if claimed:
+            failpoints.hit("payment_state.after_executor_pass")
         if time.monotonic() - self._last_metrics > _HOUSEKEEPING_INTERVAL_S:
             self._last_metrics = time.monotonic()
             self._executor.refresh_metrics()

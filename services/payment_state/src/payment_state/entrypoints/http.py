@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from backbone.health import Health, aiohttp_routes
-from backbone.http import service_app
+from backbone.http import service_app, unavailable
 from backbone.logs import get_logger
+from backbone.outage import Dependency
 from backbone.postgres import is_infrastructure_error
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -184,31 +186,39 @@ def _route(request: web.Request) -> str:
     return resource.canonical if resource is not None else "unmatched"
 
 
-@web.middleware
-async def _observe(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Metrics per route, and errors as JSON: a bug is a 500, a database outage a 503."""
-    route = _route(request)
-    with metrics.HTTP_SECONDS.labels(route).time():
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:  # unmatched route (404), wrong method (405)
-            code = "not_found" if exc.status == 404 else "http_error"
-            response = _error(exc.status, code, exc.reason)
-        except Contention:
-            response = _error(503, "busy", "the payment is changing quickly; retry with the same key")
-        except Exception as exc:
-            if is_infrastructure_error(exc):
-                log.warning("http.database_unavailable", route=route, error=str(exc)[:200])
-                response = _error(503, "unavailable", "temporarily unavailable; retry with the same key")
-            else:
-                log.exception("http.internal_error", route=route)
-                response = _error(500, "internal_error", "internal error")
-    metrics.HTTP_REQUESTS.labels(route, str(response.status)).inc()
-    return response
+def _observing(database: Dependency | None) -> Middleware:
+    @web.middleware
+    async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Metrics per route with the answer's status: outages and defects are mapped here (as
+        ``backbone.http.errors`` would) so that they are counted with their route."""
+        route = _route(request)
+        with metrics.HTTP_SECONDS.labels(route).time():
+            try:
+                response = await handler(request)
+            except web.HTTPException as exc:  # unmatched route (404), wrong method (405)
+                code = "not_found" if exc.status == 404 else "http_error"
+                response = _error(exc.status, code, exc.reason)
+            except Contention:
+                response = _error(503, "busy", "the payment is changing quickly; retry with the same key")
+                response.headers["Retry-After"] = "1"
+            except Exception as exc:
+                if not is_infrastructure_error(exc):
+                    log.exception("http.internal_error", route=route)
+                    response = _error(500, "internal_error", "internal error")
+                else:
+                    if database is not None:
+                        database.failed(exc)
+                    response = unavailable()
+        metrics.HTTP_REQUESTS.labels(route, str(response.status)).inc()
+        return response
+
+    return observe
 
 
-def build_app(api: Api, health: Health, body_max_bytes: int) -> web.Application:
-    app = service_app(client_max_size=body_max_bytes, middlewares=[_observe])
+def build_app(
+    api: Api, health: Health, body_max_bytes: int, database: Dependency | None = None
+) -> web.Application:
+    app = service_app(client_max_size=body_max_bytes, middlewares=[_observing(database)], database=database)
     app[BODY_MAX_BYTES] = body_max_bytes
     app.add_routes(
         [

@@ -310,6 +310,23 @@ async def save_overrides(conn: Conn, overrides: dict[str, Any]) -> None:
     )
 
 
+async def load_faults(conn: Conn) -> dict[str, Any] | None:
+    cur = await conn.execute("SELECT value FROM sim_config WHERE key = 'faults'")
+    row = await cur.fetchone()
+    return None if row is None else dict(row[0])
+
+
+async def save_faults(conn: Conn, snapshot: dict[str, Any]) -> None:
+    """Keep the fault book; a snapshot older than the stored one (transactions commit out of
+    order) changes nothing."""
+    await conn.execute(
+        "INSERT INTO sim_config (key, value) VALUES ('faults', %s) ON CONFLICT (key) DO UPDATE"
+        " SET value = EXCLUDED.value"
+        " WHERE (sim_config.value->>'version')::bigint < (EXCLUDED.value->>'version')::bigint",
+        (Jsonb(snapshot),),
+    )
+
+
 async def reset(conn: Conn) -> None:
     await conn.execute(
         "TRUNCATE webhook_attempts, webhook_deliveries, webhook_events, balance_transactions, disputes,"

@@ -17,7 +17,7 @@ from psp_sim.adapters import queue, store
 from psp_sim.adapters.store import Conn
 from psp_sim.application.config import ConfigError, ConfigHolder, SimConfig, apply_overrides
 from psp_sim.application.effects import dispute_effect, refund_effect, refused
-from psp_sim.application.faults import FaultBook
+from psp_sim.application.faults import FaultBook, FaultRule
 from psp_sim.application.service import PspService, Response, not_found
 from psp_sim.domain import intents as domain
 from psp_sim.domain import reports
@@ -65,10 +65,34 @@ class ControlService:
         return self._config.current
 
     async def load(self) -> None:
-        """At start: the persisted overrides win over the environment's values."""
+        """At start: the persisted overrides win over the environment's values, and the armed
+        faults come back with what they already spent."""
         async with self._pool.connection() as conn:
             self._overrides = await store.load_overrides(conn)
+            faults = await store.load_faults(conn)
         self._config.current = apply_overrides(self._base, self._overrides)
+        if faults is not None:
+            self._faults.restore(faults)
+
+    # -- faults ---------------------------------------------------------------------------------------
+
+    async def add_fault(self, spec: dict[str, Any]) -> FaultRule:
+        rule = self._faults.add(spec)
+        await self._save_faults()
+        return rule
+
+    async def remove_fault(self, rule_id: str) -> bool:
+        removed = self._faults.remove(rule_id)
+        await self._save_faults()
+        return removed
+
+    async def clear_faults(self) -> None:
+        self._faults.clear()
+        await self._save_faults()
+
+    async def _save_faults(self) -> None:
+        async with self._pool.connection() as conn:
+            await self._service.keep_faults(conn)
 
     # -- configuration ------------------------------------------------------------------------------
 

@@ -7,15 +7,17 @@ A rule has a kind, a scope and a budget:
 - budget: ``count`` = how many matching calls (or webhook events) it hits, then it is spent; unset means
   until cleared. For ``webhook_reorder`` the budget counts groups.
 Rules are tried oldest first; a call takes at most one request rule, a webhook event at most one rule of
-each webhook kind (duplicate + wrong signature compose). Rules live in memory: the simulator runs as one
-process, and a restart starts without faults (state and queued webhooks are durable, faults are not).
+each webhook kind (duplicate + wrong signature compose). Rules live in memory and in the database: every
+change (a rule added, removed, or spending its budget) bumps ``version``, and the service saves the book
+with the change (``snapshot``; an older snapshot never overwrites a newer one), so a simulator restarted
+in the middle of a drill keeps the faults it was asked for, with what they already spent.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Final, Literal, cast, get_args
 
 from psp_sim.domain.webhooks import EXPIRED_AGE_S_DEFAULT, DeliveryPlan
@@ -121,6 +123,7 @@ class FaultBook:
     """The active rules; single-threaded use from the event loop (no awaits inside a method)."""
 
     rules: list[FaultRule] = field(default_factory=list)
+    version: int = 0  # bumped by every change: what to save, and which saved book is the latest
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def add(self, spec: dict[str, Any]) -> FaultRule:
@@ -128,15 +131,35 @@ class FaultBook:
             raise FaultRuleError(f"at most {RULES_MAX} fault rules")
         rule = parse_rule(f"flt_{next(self._ids)}", spec)
         self.rules.append(rule)
+        self.version += 1
         return rule
 
     def remove(self, rule_id: str) -> bool:
         before = len(self.rules)
         self.rules = [r for r in self.rules if r.id != rule_id]
+        self.version += 1
         return len(self.rules) != before
 
     def clear(self) -> None:
         self.rules = []
+        self.version += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        next_id = next(self._ids)
+        self._ids = itertools.count(next_id)
+        return {"version": self.version, "next_id": next_id, "rules": [asdict(rule) for rule in self.rules]}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Rebuild from a ``snapshot`` this class wrote; a rule of a kind this simulator does not
+        know is refused (it could not fire it)."""
+        known = {f.name for f in fields(FaultRule)}
+        rules = []
+        for stored in snapshot["rules"]:
+            if stored.get("kind") not in REQUEST_KINDS | WEBHOOK_KINDS or set(stored) - known:
+                raise FaultRuleError("a stored fault rule this simulator does not know")
+            rules.append(FaultRule(**stored))
+        self.rules, self.version = rules, int(snapshot["version"])
+        self._ids = itertools.count(int(snapshot["next_id"]))
 
     @property
     def active(self) -> bool:
@@ -150,6 +173,7 @@ class FaultBook:
         for rule in self.rules:
             if rule.kind in kinds and rule.matches(operation, refs, None):
                 _spend(rule)
+                self.version += 1
                 return rule
         return None
 
@@ -166,6 +190,7 @@ class FaultBook:
             if rule is not None:
                 plan, filled = _fold(plan, rule)
                 release = release or filled
+                self.version += 1
         return WebhookDecision(plan, release)
 
 

@@ -90,6 +90,14 @@ class PspService:
     ) -> None:
         self._pool, self._config, self._faults, self._fees = pool, config, faults, fees
         self._wake, self._sync_lease_ms, self._clock_ms = wake, sync_lease_ms, clock_ms
+        self._saved_faults = faults.version
+
+    async def keep_faults(self, conn: Conn) -> None:
+        """Save the fault book if it changed (a rule spent some budget), in the caller's
+        transaction when it has one: the budget is spent exactly when the effect commits."""
+        if self._faults.version != self._saved_faults:
+            self._saved_faults = self._faults.version
+            await store.save_faults(conn, self._faults.snapshot())
 
     # -- writes ---------------------------------------------------------------------------------------
 
@@ -190,13 +198,16 @@ class PspService:
                 refs = (*refs, intent.reference) if intent.reference else refs
             fault = self._faults.take(CALL_KINDS, op, refs)
             if fault is not None and fault.kind in _NO_EFFECT_KINDS:
+                await self.keep_faults(conn)
                 return Outcome(Response(fault.status, b""), fault)
             effect = decide(intent, now_s)
             body = dumps(effect.body)
             if not await store.claim_key(conn, key, digest, effect.status, body, clock_ms, ttl_ms):
+                await self.keep_faults(conn)
                 return Outcome(await _replay(conn, key, digest), fault)
             sync = fault is not None and fault.kind == "webhook_before_response"
             queued, claimed = await self.save_effect(conn, effect, op, refs, clock_ms, sync=sync)
+            await self.keep_faults(conn)
         if queued:
             self._wake()
         return Outcome(Response(effect.status, body), fault, claimed)
@@ -242,6 +253,9 @@ class PspService:
 
     async def _read(self, refs: tuple[str, ...], response: Response) -> Outcome:
         fault = self._faults.take(CALL_KINDS, "retrieve", refs)
+        if fault is not None:
+            async with self._pool.connection() as conn:
+                await self.keep_faults(conn)
         return Outcome(response, fault)
 
     async def retrieve_intent(self, intent_id: str) -> Outcome:

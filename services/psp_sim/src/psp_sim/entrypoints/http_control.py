@@ -127,17 +127,17 @@ class ControlHandlers:
     # -- faults -----------------------------------------------------------------------------------------
 
     async def add_fault(self, request: web.Request) -> web.StreamResponse:
-        return _ok(self._faults.add(await _body(request)).as_json(), 201)
+        return _ok((await self._control.add_fault(await _body(request))).as_json(), 201)
 
     async def list_faults(self, _: web.Request) -> web.StreamResponse:
         return _ok({"data": [rule.as_json() for rule in self._faults.rules]})
 
     async def clear_faults(self, _: web.Request) -> web.StreamResponse:
-        self._faults.clear()
+        await self._control.clear_faults()
         return _ok({"cleared": True})
 
     async def delete_fault(self, request: web.Request) -> web.StreamResponse:
-        if not self._faults.remove(request.match_info["id"]):
+        if not await self._control.remove_fault(request.match_info["id"]):
             return _error(404, "resource_missing", "No such fault rule.")
         return _ok({"deleted": request.match_info["id"]})
 

@@ -137,7 +137,6 @@ class PostgresReceiptStore:
         self._limits = limits or BatchLimits()
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue(self._limits.queue_max)
         self._writers: list[asyncio.Task[None]] = []
-        self._checking: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         invariant(not self._writers, "store already started")
@@ -200,7 +199,8 @@ class PostgresReceiptStore:
             async with asyncio.timeout(self._timeout_s), self._pool.connection() as conn:
                 outcomes = await write_batch(conn, self._outbox, [p.receipt for p in batch])
         except _INFRASTRUCTURE_ERRORS as exc:
-            self._check_idle_connections()
+            # A database restart kills every pooled connection: the pool's check finds the dead
+            # ones when they are handed out and sweeps the rest (backbone.postgres.make_async_pool).
             _fail(batch, StoreUnavailable(f"{type(exc).__name__}: {exc}"))
             return
         except Exception as exc:
@@ -224,20 +224,6 @@ class PostgresReceiptStore:
         for pending, outcome in zip(batch, outcomes, strict=True):
             if not pending.future.done():
                 pending.future.set_result(outcome)
-
-    def _check_idle_connections(self) -> None:
-        """After a failure, check the idle connections in the background (a database restart kills
-        them all), so the next requests get live ones instead of failing the same way."""
-        if self._checking is not None and not self._checking.done():
-            return
-
-        async def check() -> None:
-            try:
-                await self._pool.check()
-            except Exception as exc:  # a failed check only means the database is still away
-                log.debug("store.pool_check_failed", error=type(exc).__name__)
-
-        self._checking = asyncio.get_running_loop().create_task(check())
 
 
 def _fail(batch: Sequence[_Pending], exc: BaseException) -> None:

@@ -28,6 +28,7 @@ from backbone.http import route_name, service_app
 from backbone.ids import new_id
 from backbone.invariants import invariant
 from backbone.logs import get_logger
+from backbone.outage import Dependency
 
 from webhook_gateway import metrics
 from webhook_gateway.application.ingest import (
@@ -94,13 +95,18 @@ class BodyLimits:
 
 
 def make_app(
-    ingest: IngestWebhook, providers: Mapping[str, ProviderConfig], health: Health, *, body: BodyLimits
+    ingest: IngestWebhook,
+    providers: Mapping[str, ProviderConfig],
+    health: Health,
+    *,
+    body: BodyLimits,
+    database: Dependency | None = None,
 ) -> web.Application:
     """The aiohttp application (routes only; the server entrypoint runs it)."""
     # Card data in the path, the query or a header is refused like everywhere; the webhook's body is
     # screened by the ingest use case instead, which redacts it (refusing would lose it: ADR 0004).
-    app = service_app(client_max_size=body.max_bytes, screen_body=_not_a_webhook)
-    endpoint = WebhookEndpoint(ingest, providers, body)
+    app = service_app(client_max_size=body.max_bytes, screen_body=_not_a_webhook, database=database)
+    endpoint = WebhookEndpoint(ingest, providers, body, database)
     app[ENDPOINT] = endpoint
     app.add_routes([web.post(WEBHOOK_PATH, endpoint.handle), *aiohttp_routes(health)])
     return app
@@ -108,11 +114,16 @@ def make_app(
 
 class WebhookEndpoint:
     def __init__(
-        self, ingest: IngestWebhook, providers: Mapping[str, ProviderConfig], body: BodyLimits
+        self,
+        ingest: IngestWebhook,
+        providers: Mapping[str, ProviderConfig],
+        body: BodyLimits,
+        database: Dependency | None = None,
     ) -> None:
         self._ingest = ingest
         self._providers = providers
         self._body = body
+        self._database = database
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -151,7 +162,8 @@ class WebhookEndpoint:
         try:
             result = await self._ingest(delivery)
         except StoreUnavailable as exc:
-            log.error("webhook.store_unavailable", provider=provider, request_id=request_id, error=str(exc))
+            if self._database is not None:
+                self._database.failed(exc)  # one warning per outage, not one per webhook
             return _error("store_unavailable", request_id, provider, started)
         except StoreRejected as exc:
             log.error("webhook.store_rejected", provider=provider, request_id=request_id, error=str(exc))

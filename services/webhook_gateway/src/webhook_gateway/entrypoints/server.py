@@ -9,17 +9,13 @@ grace period was not acknowledged; whatever it committed, the PSP's retry is ded
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import sys
-from typing import Any
 
-import psycopg
 from aiohttp import web
 from backbone.health import Health
 from backbone.logs import configure_logging, get_logger
 from backbone.settings import SettingsError
-from psycopg_pool import AsyncConnectionPool
 
 from webhook_gateway.bootstrap import SERVICE_NAME, Gateway, bootstrap
 from webhook_gateway.entrypoints.http import ENDPOINT
@@ -31,7 +27,7 @@ log = get_logger(__name__)
 
 async def serve(settings: GatewaySettings) -> None:
     """Run until SIGTERM/SIGINT; the only unbounded loop of the process is waiting for it."""
-    health = Health()
+    health = Health.configured()
     gateway = await bootstrap(settings, health)
     try:
         await _run(settings, gateway, health)
@@ -51,11 +47,9 @@ async def _run(settings: GatewaySettings, gateway: Gateway, health: Health) -> N
         auto_decompress=False,  # verify the bytes as sent; no decompression bomb can get in
         max_headers=64,
     )
-    await runner.setup()
-    health.set("database", False, "not probed yet")  # never ready before the first probe answered
+    await runner.setup()  # starts the health watch (backbone.http.watch): readiness follows the database
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    probe = loop.create_task(probe_database(gateway.pool, health, settings.db_probe_interval_ms / 1000, stop))
     site = web.TCPSite(runner, settings.http_host, settings.http_port, reuse_port=settings.http_reuse_port)
     try:
         await site.start()
@@ -75,26 +69,6 @@ async def _run(settings: GatewaySettings, gateway: Gateway, health: Health) -> N
         health.set("accepting", False, "shutting down")
         await runner.cleanup()  # close keep-alive connections; cut what is left after the grace
         stop.set()
-        probe.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await probe
-
-
-async def probe_database(
-    pool: AsyncConnectionPool[Any], health: Health, interval_s: float, stop: asyncio.Event
-) -> None:
-    """Readiness follows the database; the liveness heartbeat follows this loop (a wedged event
-    loop stops beating and /healthz fails)."""
-    while not stop.is_set():
-        health.beat()
-        try:
-            async with asyncio.timeout(interval_s), pool.connection() as conn:
-                await conn.execute("SELECT 1")
-            health.set("database", True)
-        except (psycopg.Error, TimeoutError) as exc:
-            health.set("database", False, type(exc).__name__)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
 
 
 def main() -> int:
