@@ -2,7 +2,7 @@
 gateway, payment-state's API, executor, inbound consumer and relay, mt5-credit's HTTP API,
 consumer, worker and relay, the ledger's API, consumer and relay.
 
-With a liveness timeout of 1.5 s, every /healthz stays 200 for several periods while the system is
+With a liveness timeout of 2.5 s, every /healthz stays 200 for several periods while the system is
 idle and while deposits flow (mt5-credit's HTTP process used to report itself dead 60 s after
 every start), and every /readyz is 200 with the dependencies it needs; a worker whose lane is stuck
 right after a claim, and payment-state's executor stuck after a pass, turn red while their health
@@ -24,7 +24,7 @@ from backbone.testing.stack import Stack
 from backbone.testing.system import System
 
 pytestmark = pytest.mark.integration
-LIVENESS_MS = 1500
+LIVENESS_MS = 2500
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from backbone.testing.harness import Probe
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import free_port
 
-LIVENESS_MS = 1500
+LIVENESS_MS = 2500
 
 
 def _get(port: int, path: str) -> tuple[int, dict[str, Any]]:

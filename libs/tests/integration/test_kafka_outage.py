@@ -82,6 +82,8 @@ def test_kafka_down_for_a_while_nothing_lost_and_the_relay_catches_up(
         consumer = service.start("consume")
         ids = service.write(100)
         wait_until(lambda: service.effects() == 100, 60, "events before the outage")
+        # The consumer says kafka is up once at its start (the relay assumes it): wait for that line.
+        wait_until(lambda: _dependency_events(consumer, "dependency.up"), 30, "the consumer's kafka up")
 
         before = {"relay": len(_lines(relay)), "consumer": len(_lines(consumer))}
         private_broker.run("stop")
