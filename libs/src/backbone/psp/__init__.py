@@ -45,7 +45,14 @@ from backbone.psp.results import (
     Rejected,
     Unknown,
 )
-from backbone.psp.signature import HEADER, SignatureCheck, SignatureRejected, Verified, verify_signature
+from backbone.psp.signature import (
+    HEADER,
+    SignatureCheck,
+    SignatureInvalid,
+    SignatureVerified,
+    SigningSecrets,
+    verify_signature,
+)
 
 __all__ = [
     "EVENT_TYPES",
@@ -72,9 +79,10 @@ __all__ = [
     "RefundWrite",
     "Rejected",
     "SignatureCheck",
-    "SignatureRejected",
+    "SignatureInvalid",
+    "SignatureVerified",
+    "SigningSecrets",
     "Unknown",
-    "Verified",
     "WebhookEvent",
     "parse_event",
     "parse_event_document",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
@@ -22,7 +23,7 @@ from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue
 from backbone.outbox.writer import OutboxMessage, OutboxWriter
 from backbone.postgres import connect
 from backbone.psp import HEADER as SIGNATURE_HEADER
-from backbone.psp import PspClient, Verified, verify_signature
+from backbone.psp import PspClient, SignatureVerified, verify_signature
 from backbone.testing import kafka
 from backbone.testing.http import serve_posts
 from backbone.testing.processes import Proc
@@ -400,7 +401,9 @@ class GatewayStandIn:
         return f"http://127.0.0.1:{self._server.server_address[1]}/providers/simpsp/webhooks"
 
     def receive(self, header: str | None, raw: bytes) -> int:
-        if not isinstance(verify_signature(header, raw, self.secrets), Verified):
+        if not isinstance(
+            verify_signature(header, raw, self.secrets, now_s=int(time.time())), SignatureVerified
+        ):
             with self._lock:
                 self.rejected += 1
             return 400

@@ -3,10 +3,11 @@ SIGTERM stops the process cleanly."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from backbone.ids import new_id
-from backbone.psp import Applied, Found, IntentWrite, Verified, verify_signature
+from backbone.psp import Applied, Found, IntentWrite, SignatureVerified, verify_signature
 from backbone.psp.signature import HEADER
 from backbone.testing.processes import wait_until
 from psp_sim.testing import WEBHOOK_SECRET, Receiver, SimProcess
@@ -63,7 +64,11 @@ def test_restart_keeps_state_idempotency_and_pending_webhooks(own_db: str, logs_
         after = receiver.received[refused:]
         assert {r.event["type"] for r in after} >= EVENTS
         assert all(
-            isinstance(verify_signature(r.headers[HEADER], r.body, [WEBHOOK_SECRET]), Verified) for r in after
+            isinstance(
+                verify_signature(r.headers[HEADER], r.body, [WEBHOOK_SECRET], now_s=int(time.time())),
+                SignatureVerified,
+            )
+            for r in after
         )
         assert sim.terminate() == 0
         assert sim.proc is not None and "psp_sim.stopped" in sim.proc.logs()

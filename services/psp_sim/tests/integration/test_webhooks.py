@@ -3,12 +3,14 @@ independent implementation), and each webhook fault of the control API."""
 
 from __future__ import annotations
 
+import time
+
 from backbone.ids import new_id
 from backbone.psp import (
     Applied,
     PaymentIntent,
-    SignatureRejected,
-    Verified,
+    SignatureInvalid,
+    SignatureVerified,
     WebhookEvent,
     parse_event,
     verify_signature,
@@ -40,7 +42,7 @@ def _capture(psp: SimProcess, intent_id: str) -> PaymentIntent:
 
 
 def _verify(received: Received, secrets: list[str]) -> object:
-    return verify_signature(received.headers.get(HEADER), received.body, secrets)
+    return verify_signature(received.headers.get(HEADER), received.body, secrets, now_s=int(time.time()))
 
 
 def test_events_are_signed_typed_and_carry_the_intent(psp: SimProcess, receiver: Receiver) -> None:
@@ -54,7 +56,7 @@ def test_events_are_signed_typed_and_carry_the_intent(psp: SimProcess, receiver:
         "payment_intent.succeeded",
     ]
     for received in got:
-        assert isinstance(_verify(received, [WEBHOOK_SECRET]), Verified)
+        assert isinstance(_verify(received, [WEBHOOK_SECRET]), SignatureVerified)
         event = parse_event(received.body)
         assert isinstance(event, WebhookEvent) and isinstance(event.object, PaymentIntent)
     last = parse_event(got[1].body)
@@ -130,16 +132,16 @@ def test_delayed_webhook_is_overtaken_by_a_later_one(psp: SimProcess, receiver: 
 def test_wrong_secret_and_expired_timestamp_are_rejected_by_the_verifier(
     psp: SimProcess, receiver: Receiver
 ) -> None:
-    """A webhook signed with a wrong secret fails as no_matching_signature; one stamped an hour ago
-    (right secret) fails as timestamp_out_of_tolerance."""
+    """A webhook signed with a wrong secret fails as mismatch; one stamped an hour ago
+    (right secret) fails as timestamp_outside_tolerance."""
     wrong, old = new_id("pay"), new_id("pay")
     psp.fault(kind="webhook_wrong_secret", reference=wrong)
     psp.fault(kind="webhook_expired_signature", reference=old, age_s=3600)
     first, second = _authorized(psp, wrong), _authorized(psp, old)
     (forged,) = receiver.wait_for(1, intent_id=first.id)
     (stale,) = receiver.wait_for(1, intent_id=second.id)
-    assert _verify(forged, [WEBHOOK_SECRET]) == SignatureRejected("no_matching_signature")
-    assert _verify(stale, [WEBHOOK_SECRET]) == SignatureRejected("timestamp_out_of_tolerance")
+    assert _verify(forged, [WEBHOOK_SECRET]) == SignatureInvalid("mismatch")
+    assert _verify(stale, [WEBHOOK_SECRET]) == SignatureInvalid("timestamp_outside_tolerance")
 
 
 def test_secret_rotation_signs_with_both_then_only_the_new(psp: SimProcess, receiver: Receiver) -> None:
@@ -150,13 +152,13 @@ def test_secret_rotation_signs_with_both_then_only_the_new(psp: SimProcess, rece
     during = _authorized(psp, new_id("pay"))
     (rotating,) = receiver.wait_for(1, intent_id=during.id)
     assert rotating.headers[HEADER].count("v1=") == 2
-    assert isinstance(_verify(rotating, [WEBHOOK_SECRET]), Verified)
-    assert isinstance(_verify(rotating, [new_secret]), Verified)
+    assert isinstance(_verify(rotating, [WEBHOOK_SECRET]), SignatureVerified)
+    assert isinstance(_verify(rotating, [new_secret]), SignatureVerified)
     psp.ok("POST", "/control/webhook-secrets/end-rotation")
     after = _authorized(psp, new_id("pay"))
     (rotated,) = receiver.wait_for(1, intent_id=after.id)
-    assert _verify(rotated, [WEBHOOK_SECRET]) == SignatureRejected("no_matching_signature")
-    assert isinstance(_verify(rotated, [new_secret, WEBHOOK_SECRET]), Verified)
+    assert _verify(rotated, [WEBHOOK_SECRET]) == SignatureInvalid("mismatch")
+    assert isinstance(_verify(rotated, [new_secret, WEBHOOK_SECRET]), SignatureVerified)
 
 
 def test_failed_deliveries_are_retried_with_backoff_then_given_up(psp: SimProcess) -> None:

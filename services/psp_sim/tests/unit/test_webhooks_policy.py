@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from backbone.invariants import InvariantViolation
-from backbone.psp import SignatureRejected, Verified, verify_signature
+from backbone.psp import SignatureInvalid, SignatureVerified, verify_signature
 from psp_sim.application.config import ConfigError, SimConfig, apply_overrides
 from psp_sim.domain.signing import signature_header
 from psp_sim.domain.webhooks import RetryPolicy, retry_delay_ms
@@ -25,9 +25,11 @@ def test_the_simulators_signature_verifies_with_the_client_helper() -> None:
         ["whsec_new_0123456789abcdef", "whsec_old_0123456789abcdef"], 1_700_000_000, body
     )
     for secret in ("whsec_new_0123456789abcdef", "whsec_old_0123456789abcdef"):
-        assert verify_signature(header, body, [secret], now_s=1_700_000_100) == Verified(1_700_000_000)
+        assert verify_signature(header, body, [secret], now_s=1_700_000_100) == SignatureVerified(
+            "current", 1_700_000_000
+        )
     assert verify_signature(header, body + b" ", ["whsec_new_0123456789abcdef"], now_s=1_700_000_000) == (
-        SignatureRejected("no_matching_signature")
+        SignatureInvalid("mismatch")
     )
 
 

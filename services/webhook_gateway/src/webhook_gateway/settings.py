@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from backbone.psp.signature import SigningSecrets
 from backbone.settings import Secret, SettingsError, load_settings, setting
 
 from webhook_gateway.domain.providers import SIMPSP, ProviderConfig
-from webhook_gateway.domain.signatures import SigningSecrets
 
 SECRET_LENGTH_MIN: Final = 16
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.postgres import connect
+from backbone.psp.signature import SignatureVerified
 from backbone.testing import databases
 from backbone.testing.stack import Stack, free_port
 from psycopg_pool import AsyncConnectionPool
@@ -22,7 +23,6 @@ from webhook_gateway.application.ingest import AlreadyStored, Saved, StoreReject
 from webhook_gateway.bootstrap import outbox_writer
 from webhook_gateway.domain.events import ParsedEvent
 from webhook_gateway.domain.receipts import NewReceipt, outbox_key
-from webhook_gateway.domain.signatures import SignatureVerified
 from webhook_gateway.testing import MIGRATIONS
 
 CODEC = AvroCodec(SchemaCatalogue.default())

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.psp.signature import SignatureVerified
 from webhook_gateway.domain.events import EventUnreadable, ParsedEvent, parse_event
 from webhook_gateway.domain.receipts import (
     AUDIT_VALUE_LENGTH_MAX,
@@ -16,7 +17,6 @@ from webhook_gateway.domain.receipts import (
     outbox_key,
     provider_event_received,
 )
-from webhook_gateway.domain.signatures import SignatureVerified
 
 
 def body(obj: object) -> bytes:

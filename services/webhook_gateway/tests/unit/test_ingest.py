@@ -9,19 +9,18 @@ import hmac
 import json
 
 import pytest
+from backbone.psp.signature import SignatureInvalid, SigningSecrets
 from webhook_gateway.adapters.memory import InMemoryReceiptStore
 from webhook_gateway.application.ingest import (
     Duplicate,
     EventRejected,
     IngestResult,
     IngestWebhook,
-    SignatureRejected,
     Stored,
     StoreUnavailable,
     WebhookDelivery,
 )
 from webhook_gateway.domain.providers import SIMPSP, ProviderConfig
-from webhook_gateway.domain.signatures import SigningSecrets
 
 SECRET = b"whsec_unit_0123456789"
 NOW = 1_700_000_000
@@ -100,14 +99,14 @@ def test_signature_failures_store_nothing(headers: dict[str, str], reason: str) 
     """A delivery whose signature fails is refused with its reason and never reaches the store."""
     store = InMemoryReceiptStore()
     store.available = False  # touching the store would raise: proves it is not touched
-    assert ingest(store, webhook(), headers) == SignatureRejected(reason)  # type: ignore[arg-type]
+    assert ingest(store, webhook(), headers) == SignatureInvalid(reason)  # type: ignore[arg-type]
 
 
 def test_signature_is_checked_before_parsing() -> None:
     """An unsigned body that is not even JSON is a signature failure, not a parse failure: the
     bytes are never parsed before they are authenticated."""
     store = InMemoryReceiptStore()
-    assert ingest(store, b"not json", {}) == SignatureRejected("header_missing")
+    assert ingest(store, b"not json", {}) == SignatureInvalid("header_missing")
 
 
 @pytest.mark.parametrize(

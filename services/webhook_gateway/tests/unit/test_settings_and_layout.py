@@ -12,7 +12,12 @@ from backbone.settings import SettingsError
 from webhook_gateway.settings import load_gateway_settings
 
 DOMAIN = Path(__file__).resolve().parents[2] / "src" / "webhook_gateway" / "domain"
-ALLOWED_FIRST_PARTY = ("webhook_gateway.domain", "backbone.invariants", "backbone.carddata")
+ALLOWED_FIRST_PARTY = (
+    "webhook_gateway.domain",
+    "backbone.invariants",
+    "backbone.carddata",
+    "backbone.psp.signature",
+)
 BASE = {
     "DATABASE_URL": "postgresql://gw:pw-that-must-not-print@127.0.0.1:1/gw",
     "SIMPSP_WEBHOOK_SECRET": "whsec_current_secret_value",

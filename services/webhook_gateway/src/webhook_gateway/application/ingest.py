@@ -19,18 +19,12 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, assert_never
 
 from backbone.invariants import invariant
+from backbone.psp.signature import SecretUsed, SignatureInvalid, SignatureVerified, verify_signature
 
 from webhook_gateway.domain.events import EventUnreadable, ParsedEvent, Unreadable, parse_event
 from webhook_gateway.domain.providers import ProviderConfig
 from webhook_gateway.domain.receipts import NewReceipt, audit_headers
 from webhook_gateway.domain.redaction import UNREDACTABLE, Clean, Redacted, Unredactable, screen_body
-from webhook_gateway.domain.signatures import (
-    SecretUsed,
-    SignatureFailure,
-    SignatureInvalid,
-    SignatureVerified,
-    verify_signature,
-)
 
 
 class StoreUnavailable(Exception):
@@ -99,16 +93,11 @@ class Duplicate:
 
 
 @dataclass(frozen=True, slots=True)
-class SignatureRejected:
-    reason: SignatureFailure
-
-
-@dataclass(frozen=True, slots=True)
 class EventRejected:
     reason: Unreadable | Literal["card_data_unredactable"]
 
 
-IngestResult = Stored | Duplicate | SignatureRejected | EventRejected
+IngestResult = Stored | Duplicate | SignatureInvalid | EventRejected  # SignatureInvalid: backbone.psp's
 
 
 class IngestWebhook:
@@ -131,7 +120,7 @@ class IngestWebhook:
             tolerance_s=self._tolerance_s,
         )
         if isinstance(check, SignatureInvalid):
-            return SignatureRejected(check.reason)
+            return check
         event = parse_event(delivery.raw_body)
         if isinstance(event, EventUnreadable):
             return EventRejected(event.reason)

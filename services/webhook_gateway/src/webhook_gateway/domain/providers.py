@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from webhook_gateway.domain.signatures import SigningSecrets
+from backbone.psp.signature import SigningSecrets
 
 
 @dataclass(frozen=True, slots=True)

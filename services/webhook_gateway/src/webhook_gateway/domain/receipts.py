@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from backbone.invariants import invariant
+from backbone.psp.signature import SignatureVerified
 
 from webhook_gateway.domain.events import ParsedEvent
-from webhook_gateway.domain.signatures import SignatureVerified
 
 EVENT_TYPE: Final = "ProviderEventReceived"
 TOPIC: Final = "psp.provider-events"

@@ -29,6 +29,7 @@ from backbone.ids import new_id
 from backbone.invariants import invariant
 from backbone.logs import get_logger
 from backbone.outage import Dependency
+from backbone.psp.signature import SignatureInvalid
 
 from webhook_gateway import metrics
 from webhook_gateway.application.ingest import (
@@ -36,7 +37,6 @@ from webhook_gateway.application.ingest import (
     EventRejected,
     IngestResult,
     IngestWebhook,
-    SignatureRejected,
     Stored,
     StoreRejected,
     StoreUnavailable,
@@ -226,7 +226,7 @@ def _answer(result: IngestResult, provider: str, request_id: str, started: float
             _on_duplicate(result, provider, request_id)
             body = {"received": True, "duplicate": True, "receipt_id": result.receipt_id}
             return _ok(body, request_id, provider, "duplicate", started)
-        case SignatureRejected(reason=reason):
+        case SignatureInvalid(reason=reason):
             metrics.WEBHOOK_SIGNATURE_FAILURES.labels(provider, reason).inc()
             log.warning("webhook.signature_rejected", provider=provider, reason=reason, request_id=request_id)
             return _error(f"signature_{reason}", request_id, provider, started)
