@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from backbone import failpoints
 from backbone.avro import AvroCodec
+from backbone.backoff import exponential_ms
 from backbone.consumer.inbox import (
     DeadLetter,
     TopicPartitionKey,
@@ -84,7 +85,7 @@ from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import load_settings_or_exit
 
 log = get_logger(__name__)
-_INFRA_BACKOFF_MAX_S: Final = 10.0
+_INFRA_BACKOFF_MAX_MS: Final = 10_000  # and 400 ms after the first failure, doubling
 STATISTICS_INTERVAL_MS: Final = 5_000  # how soon a consumer notices Kafka is back
 
 
@@ -434,7 +435,7 @@ class IdempotentConsumer:
     def _rewind_after_infra_failure(self, rewind: _RewindBatch) -> None:
         CONSUMER_INFRA_ERRORS.labels(self._name).inc()
         self._infra_failures += 1
-        delay_s = min(_INFRA_BACKOFF_MAX_S, 0.2 * 2 ** min(self._infra_failures, 10))
+        delay_s = exponential_ms(self._infra_failures + 1, base_ms=200, cap_ms=_INFRA_BACKOFF_MAX_MS) / 1000
         self._database.failed(rewind)
         self._close_connection()
         for tp, offset in rewind.positions.items():

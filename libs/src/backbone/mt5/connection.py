@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Final
 
+from backbone.backoff import exponential_ms
 from backbone.logs import get_logger
 from backbone.mt5 import metrics
 from backbone.mt5.auth import password_hash
@@ -29,7 +30,7 @@ from backbone.mt5.transport import Credentials, Endpoint, Session, TransportFail
 
 RETCODE_NOT_PERMITTED: Final = 8
 KEEPER_TICK_MAX_S: Final = 1.0
-BACKOFF_INITIAL_S: Final = 0.2
+BACKOFF_INITIAL_MS: Final = 200
 CLOSE_JOIN_S: Final = 5.0
 log = get_logger(__name__)
 
@@ -118,7 +119,12 @@ class ManagerConnection:
         )
         if isinstance(opened, TransportFailure):
             self._failures += 1
-            delay_s = min(BACKOFF_INITIAL_S * 2**self._failures, self._s.reconnect_backoff_max_ms / 1000)
+            delay_ms = exponential_ms(
+                self._failures + 1,
+                base_ms=BACKOFF_INITIAL_MS,
+                cap_ms=max(BACKOFF_INITIAL_MS, self._s.reconnect_backoff_max_ms),
+            )
+            delay_s = delay_ms / 1000
             self._next_connect_s = time.monotonic() + delay_s
             log.warning(
                 "mt5.session_open_failed", gateway=self._name, reason=opened.reason, retcode=opened.retcode

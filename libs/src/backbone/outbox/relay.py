@@ -36,6 +36,7 @@ import psycopg
 from confluent_kafka import KafkaError, Message, Producer
 
 from backbone import failpoints
+from backbone.backoff import Backoff
 from backbone.health import Health
 from backbone.invariants import invariant
 from backbone.kafka.config import producer_config
@@ -76,22 +77,6 @@ class RelaySettings:
     health_port: int = setting("HEALTH_PORT", 0, doc="0 disables /healthz, /readyz, /metrics")
 
 
-class _Backoff:
-    """Exponential backoff with a cap; ``reset`` after a success."""
-
-    def __init__(self, initial_ms: int, max_ms: int) -> None:
-        invariant(0 < initial_ms <= max_ms, "backoff bounds")
-        self._initial_ms, self._max_ms, self._next_ms = initial_ms, max_ms, initial_ms
-
-    def next_delay_s(self) -> float:
-        delay_ms = self._next_ms
-        self._next_ms = min(self._next_ms * 2, self._max_ms)
-        return delay_ms / 1000
-
-    def reset(self) -> None:
-        self._next_ms = self._initial_ms
-
-
 class OutboxRelay:
     """One relay process for one service's outbox."""
 
@@ -106,7 +91,7 @@ class OutboxRelay:
         self._leader = False
         self._producer = self._new_producer()
         self._fatal_kafka_error: KafkaError | None = None
-        self._backoff = _Backoff(settings.backoff_initial_ms, settings.backoff_max_ms)
+        self._backoff = Backoff(settings.backoff_initial_ms, settings.backoff_max_ms)
         self._last_prune = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------

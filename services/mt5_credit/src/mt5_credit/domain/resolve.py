@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from backbone.backoff import exponential_ms
 from backbone.invariants import invariant
 
 
@@ -50,8 +51,7 @@ def lookup_window_ms(
 
 def backoff_ms(attempt: int, timing: ResolveTiming) -> int:
     """Delay before lookup number ``attempt + 1`` (exponential, capped)."""
-    invariant(attempt >= 1, "attempts count from 1")
-    return int(min(timing.backoff_cap_ms, timing.backoff_base_ms * 2 ** min(attempt - 1, 30)))
+    return exponential_ms(attempt, base_ms=timing.backoff_base_ms, cap_ms=timing.backoff_cap_ms)
 
 
 @dataclass(frozen=True)

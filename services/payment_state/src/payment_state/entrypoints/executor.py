@@ -12,6 +12,7 @@ import time
 
 import psycopg
 from backbone import failpoints
+from backbone.backoff import exponential_ms
 from backbone.health import Health
 from backbone.logs import configure_logging, get_logger
 from backbone.outage import Dependency
@@ -29,7 +30,7 @@ log = get_logger(__name__)
 NOTIFY_CHANNEL = "payment_state_operations"
 _HOUSEKEEPING_INTERVAL_S = 10.0
 _PRUNE_BATCH_MAX = 10_000
-_ERROR_BACKOFF_MAX_S = 10.0
+_ERROR_BACKOFF_MAX_MS = 10_000
 
 
 class ExecutorLoop:
@@ -68,7 +69,9 @@ class ExecutorLoop:
                 self._failures += 1
                 self._database.failed(exc)
                 self._drop_listener()
-                self._stop.wait(min(_ERROR_BACKOFF_MAX_S, 0.2 * 2 ** min(self._failures, 10)))
+                self._stop.wait(
+                    exponential_ms(self._failures + 1, base_ms=200, cap_ms=_ERROR_BACKOFF_MAX_MS) / 1000
+                )
         self._executor.close()
         self._drop_listener()
         log.info("executor.stopped")
