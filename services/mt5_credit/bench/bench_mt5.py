@@ -26,21 +26,17 @@ from backbone.postgres import connect
 from backbone.testing import databases
 from backbone.testing.processes import Proc
 from backbone.testing.stack import discover
+from backbone.testing.system import MT5_WORKER_ENV
 
 MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
 GROUP = "real\\usd"
 ACCOUNTS = 50
+# The test timings' one home (backbone.testing.system), polled faster, in claim batches of 25.
 WORKER_ENV = {
-    "MT5_CALL_TIMEOUT_MS": "1000",
-    "MT5_LOCK_TIMEOUT_MS": "1000",
-    "MT5_CONNECT_TIMEOUT_MS": "1000",
-    "CREDIT_LEASE_MS": "8000",
-    "CREDIT_LEASE_MARGIN_MS": "1000",
-    "RESOLVE_DEAD_MARGIN_MS": "500",
-    "RESOLVE_BACKOFF_BASE_MS": "200",
-    "RESOLVE_BACKOFF_CAP_MS": "1000",
+    **MT5_WORKER_ENV,
     "CREDIT_POLL_INTERVAL_MS": "20",
     "CREDIT_BATCH_SIZE_MAX": "25",
+    "CREDIT_LANES": "4",
     "LOG_LEVEL": "WARNING",
 }
 

@@ -47,7 +47,10 @@ LEDGER_ROLE_PASSWORD: Final = "ledger_app_test"  # noqa: S105 - a throwaway role
 MT5_GROUP: Final = "real\\usd"
 FX_RATES: Final = "EUR:USD=1.0835"  # mt5-credit's fixed table: a EUR card deposit into a USD account
 
-# MT5 call budget = lock 1 s + connect 1 s + 4 x call 1 s = 6 s; lease 8 s >= budget + 1 s margin.
+# The one home of mt5-credit's short test timings (the end-to-end system, the credit process tests
+# and bench-mt5 all use these): MT5 call budget = lock 1 s + connect 1 s + 4 x call 1 s = 6 s;
+# lease 8 s >= budget + 1 s margin (the worker refuses to start otherwise); the resolver waits the
+# budget + 0.5 s after the call's start.
 MT5_WORKER_ENV: Final = {
     "MT5_CALL_TIMEOUT_MS": "1000",
     "MT5_LOCK_TIMEOUT_MS": "1000",

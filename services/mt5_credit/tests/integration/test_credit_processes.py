@@ -23,6 +23,7 @@ from backbone.testing import databases
 from backbone.testing.kafka import topic_namespace
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import Stack
+from backbone.testing.system import MT5_WORKER_ENV
 from confluent_kafka import Producer
 from mt5_credit.adapters import store
 from mt5_credit.adapters.rates import FixedRates
@@ -34,19 +35,8 @@ GROUP = "real\\usd"
 CODEC = AvroCodec(SchemaCatalogue.default())
 _seq = itertools.count(1)
 
-# Short, related timings: call budget = lock 1 s + connect 1 s + 4 x call 1 s = 6 s;
-# lease 8 s >= budget + 1 s margin; the resolver waits budget + 0.5 s after the claim.
-WORKER_ENV = {
-    "MT5_CALL_TIMEOUT_MS": "1000",
-    "MT5_LOCK_TIMEOUT_MS": "1000",
-    "MT5_CONNECT_TIMEOUT_MS": "1000",
-    "CREDIT_LEASE_MS": "8000",
-    "CREDIT_LEASE_MARGIN_MS": "1000",
-    "RESOLVE_DEAD_MARGIN_MS": "500",
-    "RESOLVE_BACKOFF_BASE_MS": "200",
-    "RESOLVE_BACKOFF_CAP_MS": "1000",
-    "CREDIT_POLL_INTERVAL_MS": "50",
-}
+# Short, related timings, from their one home (the lease covers the call budget plus a margin).
+WORKER_ENV = {**MT5_WORKER_ENV, "CREDIT_LANES": "4"}  # the default lanes, as these tests always ran
 
 
 @pytest.fixture(scope="module")
