@@ -95,6 +95,27 @@ def test_poison_message_is_dead_lettered_after_n_attempts_while_later_messages_f
     assert consumer.popen.poll() is None  # still consuming
 
 
+def test_a_refused_message_is_dead_lettered_at_once_and_the_batch_goes_on(probe_service: Probe) -> None:
+    """A message the handler refuses (``Refuse``: it can never succeed) is dead-lettered on the first
+    try, as ``refused`` with the handler's reason, no attempt retried and no message-by-message pass;
+    the messages around it in the same batch and partition are all applied once, in order."""
+    good_before = probe_service.write(10, keys=1, key_prefix="hot")
+    refused = probe_service.write(1, keys=1, key_prefix="hot", merchant_id="refuse", seq_start=11)
+    good_after = probe_service.write(10, keys=1, key_prefix="hot", seq_start=12)
+    probe_service.start("relay")
+    consumer = probe_service.start("consume", CONSUMER_MAX_ATTEMPTS="3")
+    wait_until(lambda: probe_service.effects() >= 20, 60, "all good events applied")
+    wait_until(lambda: dead_letters(probe_service) != [], 30, "the dead letter")
+    assert dead_letters(probe_service) == [("refused", "the probe refuses merchant 'refuse'", 1, None)]
+    logs = consumer.logs()
+    assert "consumer.handler_failed" not in logs and "batch_failed_retrying_one_by_one" not in logs
+    per_event = probe_service.applications_per_event()
+    assert sorted(per_event) == sorted(good_before + good_after) and set(per_event.values()) == {1}
+    hot_seqs = [r[0] for r in probe_service.query("SELECT seq FROM probe_effects ORDER BY id")]
+    assert hot_seqs == list(range(1, 11)) + list(range(12, 22))
+    assert refused[0] in probe_service.scalar("SELECT event_id::text FROM dead_letters")
+
+
 def _produce(service: Probe, messages: list[tuple[bytes, bytes]]) -> None:
     producer = Producer({"bootstrap.servers": service.stack.kafka_bootstrap, "enable.idempotence": True})
     for key, value in messages:

@@ -177,3 +177,18 @@ def test_polled_keeps_partition_and_offset_zero() -> None:
     """Partition 0 and offset 0 are real coordinates, not 'missing' (no truthiness checks)."""
     polled = _polled(partition=0, offset=0)
     assert (polled.partition, polled.offset) == (0, 0)
+
+
+def test_per_event_names_the_event_a_handler_refused() -> None:
+    """A one-event handler raises ``Refuse(reason)`` without saying which event: the batch adapter
+    fills in that event's id, so the loop can dead-letter exactly it."""
+    from backbone.consumer.messages import Refuse  # noqa: PLC0415
+
+    def handler(_: UnitOfWork, event: InboundEvent) -> None:
+        if event.offset == 1:
+            raise Refuse("never")
+
+    batch = [_inbound(EVENT_A, 0), _inbound(EVENT_B, 1), _inbound(EVENT_C, 2)]
+    with pytest.raises(Refuse) as refused:
+        per_event(handler)(cast(UnitOfWork, None), batch)
+    assert (refused.value.event_id, refused.value.reason) == (EVENT_B, "never")

@@ -8,7 +8,10 @@ absorb. Auto-commit is off.
 Failures:
 - bytes that do not decode (not Avro, unknown schema, bad envelope, key != payment_id) are
   dead-lettered at once with the reason: retrying cannot fix them;
-- a handler exception rolls the batch back and the batch is re-run message by message; the
+- a handler that raises ``Refuse`` for a message (it can never succeed) has that message
+  dead-lettered at once as ``refused``, without attempts; the batch is re-applied without it, so the
+  rest of the batch is not held back and a refusal is never retried;
+- any other handler exception rolls the batch back and the batch is re-run message by message; the
   failing message is retried (its partition waits, others move on) and after ``max_attempts``
   it is dead-lettered: a ``dead_letters`` row plus a copy on ``<topic>.dlq`` through the outbox.
   The partition then moves on. Nothing is dropped silently;
@@ -54,10 +57,12 @@ from backbone.consumer.inbox import (
     record_attempt,
 )
 from backbone.consumer.messages import (
+    REFUSED,
     BatchHandler,
     InboundEvent,
     Item,
     Polled,
+    Refuse,
     Rejection,
     UnitOfWork,
     dead_letter_for,
@@ -238,13 +243,31 @@ class IdempotentConsumer:
         if self._needs_care(items):
             self._apply_carefully(items)
             return
-        try:
-            self._apply_fast(items)
-        except Exception as exc:
-            if is_infrastructure_error(exc):
-                raise
-            log.warning("consumer.batch_failed_retrying_one_by_one", consumer=self._name, error=repr(exc))
-            self._apply_carefully(items)
+        for _ in range(len(items) + 1):  # bounded: each pass takes one refused message out
+            try:
+                self._apply_fast(items)
+                return
+            except Refuse as refusal:
+                refused = self._refused_item(items, refusal)
+                if refused is None:  # a refusal that names no message of this batch: one by one
+                    self._apply_carefully(items)
+                    return
+                items = [refused if item.message is refused.message else item for item in items]
+            except Exception as exc:
+                if is_infrastructure_error(exc):
+                    raise
+                log.warning("consumer.batch_failed_retrying_one_by_one", consumer=self._name, error=repr(exc))
+                self._apply_carefully(items)
+                return
+
+    @staticmethod
+    def _refused_item(items: list[Item], refusal: Refuse) -> Item | None:
+        """The item ``refusal`` names, turned into its dead letter (never retried: it cannot succeed)."""
+        for item in items:
+            if item.inbound is not None and item.inbound.event_id == refusal.event_id:
+                letter = dead_letter_for(item.message, REFUSED, refusal.reason, item.inbound.event)
+                return Item(item.message, None, letter)
+        return None
 
     def _needs_care(self, items: list[Item]) -> bool:
         """True if the batch reaches into a range that a process died applying (or a held message).
@@ -346,6 +369,8 @@ class IdempotentConsumer:
                 if fresh:
                     self._handler(UnitOfWork(conn, self._outbox, self._name), [item.inbound])
                 clear_attempts(conn, self._name, *coords)
+        except Refuse as refusal:  # it can never succeed: no further attempts
+            return self._give_up(conn, item, attempts, refusal.reason, REFUSED)
         except Exception as exc:
             if is_infrastructure_error(exc):
                 raise
@@ -366,10 +391,17 @@ class IdempotentConsumer:
         self._count(applied=len(fresh), duplicate=1 - len(fresh))
         return True
 
-    def _give_up(self, conn: psycopg.Connection, item: Item, attempts: int, error: str) -> bool:
+    def _give_up(
+        self,
+        conn: psycopg.Connection,
+        item: Item,
+        attempts: int,
+        error: str,
+        error_class: str = "handler_failed",
+    ) -> bool:
         invariant(item.inbound is not None, "only decoded events are retried")
         assert item.inbound is not None
-        letter = dead_letter_for(item.message, "handler_failed", error, item.inbound.event, attempts)
+        letter = dead_letter_for(item.message, error_class, error, item.inbound.event, attempts)
         with conn.transaction():
             self._dead_letter(conn, letter)
         self._count(dead=1)

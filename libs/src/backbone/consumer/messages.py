@@ -64,14 +64,34 @@ class UnitOfWork:
 
 
 BatchHandler = Callable[[UnitOfWork, Sequence[InboundEvent]], None]
+REFUSED: Final = "refused"  # the error class of a message a handler refused (dead_letters.error_class)
+
+
+class Refuse(Exception):
+    """Raised by a handler for a message that can never succeed: input the service must not act on,
+    whatever is retried (a contract broken, a command the request rules refuse, a posting the books
+    cannot take). The loop dead-letters that message at once (error class ``refused``, this reason),
+    without counting attempts, and applies the rest of its batch in the same transaction.
+
+    A batch handler names the message (``event_id``); ``per_event`` fills it in. Raise it before the
+    message's own writes, or let the batch roll back: the loop re-applies the batch without it."""
+
+    def __init__(self, reason: str, event_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.event_id = reason, event_id
 
 
 def per_event(handler: Callable[[UnitOfWork, InboundEvent], None]) -> BatchHandler:
-    """Adapt a one-event handler to the batch interface."""
+    """Adapt a one-event handler to the batch interface (a ``Refuse`` names its event)."""
 
     def handle(uow: UnitOfWork, events: Sequence[InboundEvent]) -> None:
         for event in events:
-            handler(uow, event)
+            try:
+                handler(uow, event)
+            except Refuse as refusal:
+                if refusal.event_id is None:
+                    refusal.event_id = event.event_id
+                raise
 
     return handle
 

@@ -4,8 +4,8 @@ It consumes ``PaymentCaptured`` events from ``PROBE_TOPIC`` and records one ``pr
 row per application (no unique constraint, so a double application would show). With
 ``PROBE_EMIT_TOPIC`` it also writes one follow-up event per applied event to its outbox, in the
 same transaction. Markers in ``merchant_id`` make it misbehave on purpose: ``poison`` raises,
-``crash`` kills the process (SIGKILL) mid-transaction; ``PROBE_HEAL=1`` turns both off (a fixed
-deployment, for replay tests).
+``crash`` kills the process (SIGKILL) mid-transaction, ``refuse`` is refused (``Refuse``: input that
+can never succeed); ``PROBE_HEAL=1`` turns poison and crash off (a fixed deployment, for replay tests).
 
     python -m backbone.testing.probe consume|relay|write|dlq ...
 """
@@ -24,7 +24,7 @@ from typing import Final
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.dlq import ReplayContext, dlq_main
 from backbone.consumer.loop import run_consumer_from_env
-from backbone.consumer.messages import BatchHandler, InboundEvent, UnitOfWork
+from backbone.consumer.messages import BatchHandler, InboundEvent, Refuse, UnitOfWork
 from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox.relay import run_relay_from_env
@@ -66,6 +66,9 @@ def make_handler(emit_topic: str | None) -> BatchHandler:
     healed = os.environ.get("PROBE_HEAL") == "1"  # "the bug is fixed": markers no longer misbehave
 
     def handle(uow: UnitOfWork, events: Sequence[InboundEvent]) -> None:
+        for e in events:
+            if e.event.body["merchant_id"] == "refuse":
+                raise Refuse("the probe refuses merchant 'refuse'", e.event_id)
         for e in events if not healed else ():
             marker = e.event.body["merchant_id"]
             if marker == "poison":

@@ -166,4 +166,4 @@ def test_bad_input_is_dead_lettered_with_its_reason_and_nothing_is_half_posted(l
         for m in test_kafka.read_topic(ledger.stack.kafka_bootstrap, topic + ".dlq", expect_at_least=2)
     ]
     assert sorted(CODEC.decode(m.value or b"").envelope.event_id for m in dlq) == sorted(bad_ids)
-    assert all("PostingRejected" in m.headers["x-dlq-reason"] for m in dlq)
+    assert all(m.headers["x-dlq-error-class"] == "refused" for m in dlq)

@@ -14,8 +14,8 @@ from mt5_credit.domain.intake import (
     Captured,
     DepositIntent,
     NewRow,
+    OpenCase,
     OriginalCredit,
-    Refuse,
     TakenBack,
     plan_credit,
     plan_debit,
@@ -116,7 +116,7 @@ def test_plan_credit_refuses_bad_facts(
 ) -> None:
     """No deposit reference, unknown intent or login, another customer's login, no rate: a case, no row."""
     plan = plan_credit(fact, intent, account, None)
-    assert isinstance(plan, Refuse)
+    assert isinstance(plan, OpenCase)
     assert why in plan.reason
 
 
@@ -154,14 +154,14 @@ def test_plan_debit_uses_the_original_rate_and_caps_at_the_credit() -> None:
         TakenBack(DebitReason.CHARGEBACK, "cb1", "simpsp", "p", 6_000, "EUR", "dpi_1"),
         _original(debited_minor=5_418),
     )
-    assert isinstance(over, Refuse) and "more than was credited" in over.reason
+    assert isinstance(over, OpenCase) and "more than was credited" in over.reason
 
 
 def test_plan_debit_of_a_failed_or_missing_credit_is_a_case() -> None:
     """Nothing was credited, so nothing is taken back automatically: a person decides."""
     fact = TakenBack(DebitReason.REFUND, "rf1", "simpsp", "p", 100, "EUR", "dpi_1")
-    assert isinstance(plan_debit(fact, None), Refuse)
-    assert isinstance(plan_debit(fact, _original(status=CreditStatus.FAILED)), Refuse)
+    assert isinstance(plan_debit(fact, None), OpenCase)
+    assert isinstance(plan_debit(fact, _original(status=CreditStatus.FAILED)), OpenCase)
 
 
 def test_precheck_rechecks_owner_enabled_and_currency() -> None:
@@ -203,6 +203,6 @@ def test_backoff_grows_and_is_capped() -> None:
 def test_one_credit_per_deposit_intent() -> None:
     """A second captured payment for an intent already credited is a case (money received twice)."""
     plan = plan_credit(CAPTURED, INTENT, ACCOUNT, None, credited_by="payment:simpsp:pi_0")
-    assert isinstance(plan, Refuse) and "paid twice" in plan.reason
+    assert isinstance(plan, OpenCase) and "paid twice" in plan.reason
     same = plan_credit(CAPTURED, INTENT, ACCOUNT, None, credited_by="payment:simpsp:pi_1")
     assert isinstance(same, NewRow)  # the same payment again: the row's own unique key absorbs it

@@ -6,10 +6,11 @@ together or not at all. Every event of the batch is decided in one ``post_drafts
 chain-head lock, set-based inserts).
 
 An event the ledger must not book (bad amounts, unknown account or currency, a reference already
-booked with different content, a floor) raises ``PostingRejected``: the batch rolls back, the
-consumer retries the events one by one and dead-letters this one with the reason (``dead_letters``
-+ ``<topic>.dlq``), where operators see it and can replay it once the cause is fixed. Nothing is
-half-posted and nothing is dropped silently.
+booked with different content, a floor) raises ``PostingRejected``, the backbone's ``Refuse``
+naming the event: the consumer dead-letters it at once with the reason (``dead_letters`` +
+``<topic>.dlq``, error class ``refused``; no retry can change the answer) and books the rest of the
+batch; operators see it and can replay it once the cause is fixed. Nothing is half-posted and
+nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import assert_never
 
-from backbone.consumer import InboundEvent, UnitOfWork
+from backbone.consumer import InboundEvent, Refuse, UnitOfWork
 from backbone.logs import get_logger
 
 from ledger.application.ports import LedgerStore
@@ -29,8 +30,8 @@ from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, draft_for_eve
 log = get_logger(__name__)
 
 
-class PostingRejected(Exception):
-    """The ledger refuses to book this event; the message is the dead letter's reason."""
+class PostingRejected(Refuse):
+    """The ledger refuses to book this event; the reason is the dead letter's."""
 
 
 def meta_of(event: InboundEvent) -> EventMeta:
@@ -104,4 +105,4 @@ def _reject(meta: EventMeta, reason: str) -> None:
         payment_id=meta.payment_id,
         reason=reason,
     )
-    raise PostingRejected(reason)
+    raise PostingRejected(reason, meta.event_id)

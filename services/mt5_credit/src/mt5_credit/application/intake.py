@@ -16,7 +16,7 @@ from backbone.logs import get_logger
 
 from mt5_credit.adapters import store
 from mt5_credit.application.ports import RateSource
-from mt5_credit.domain.intake import Captured, NewRow, Refuse, TakenBack, plan_credit, plan_debit
+from mt5_credit.domain.intake import Captured, NewRow, OpenCase, TakenBack, plan_credit, plan_debit
 from mt5_credit.domain.model import DebitReason
 
 log = get_logger("mt5_credit.intake")
@@ -89,7 +89,7 @@ class Intake:
     def _apply(
         self,
         uow: UnitOfWork,
-        plan: NewRow | Refuse,
+        plan: NewRow | OpenCase,
         payment_id: str,
         provider: str,
         provider_payment_id: str | None,
@@ -111,7 +111,7 @@ class Intake:
                     credit_id=credit_id,
                     kind=plan.kind.value,
                 )
-            case Refuse():
+            case OpenCase():
                 opened = store.open_case(
                     uow.conn,
                     plan.source_key,

@@ -94,7 +94,7 @@ class NewRow:
 
 
 @dataclass(frozen=True)
-class Refuse:
+class OpenCase:
     """No row can be created or it must not reach MT5: a case for a person, with the reason."""
 
     source_key: str
@@ -102,7 +102,7 @@ class Refuse:
     deposit_reference: str | None
 
 
-Intake = NewRow | Refuse
+Intake = NewRow | OpenCase
 
 
 def credit_source_key(provider: str, provider_payment_id: str) -> str:
@@ -129,17 +129,19 @@ def plan_credit(
     key = credit_source_key(fact.provider, fact.provider_payment_id)
     invariant(fact.amount_minor > 0, f"captured amount must be positive, got {fact.amount_minor}")
     if fact.deposit_reference is None or intent is None:
-        return Refuse(key, "captured payment has no valid deposit reference", fact.deposit_reference)
+        return OpenCase(key, "captured payment has no valid deposit reference", fact.deposit_reference)
     if credited_by is not None and credited_by != key:
-        return Refuse(
+        return OpenCase(
             key, f"deposit intent already credited from {credited_by}: paid twice", intent.deposit_reference
         )
     if account is None or account.mt5_login != intent.mt5_login:
-        return Refuse(key, f"login {intent.mt5_login} is not a known MT5 account", intent.deposit_reference)
+        return OpenCase(key, f"login {intent.mt5_login} is not a known MT5 account", intent.deposit_reference)
     if account.customer_id != intent.customer_id:
-        return Refuse(key, f"login {intent.mt5_login} is not the intent customer's", intent.deposit_reference)
+        return OpenCase(
+            key, f"login {intent.mt5_login} is not the intent customer's", intent.deposit_reference
+        )
     if fact.currency != account.currency and quote is None:
-        return Refuse(key, f"no FX rate {fact.currency}->{account.currency}", intent.deposit_reference)
+        return OpenCase(key, f"no FX rate {fact.currency}->{account.currency}", intent.deposit_reference)
     converted = convert_minor(fact.amount_minor, fact.currency, account.currency, quote)
     return NewRow(
         kind=CreditKind.CREDIT,
@@ -165,19 +167,19 @@ def plan_debit(fact: TakenBack, original: OriginalCredit | None) -> Intake:
     key = debit_source_key(fact.reason, fact.source_id)
     invariant(fact.amount_minor > 0, f"amount must be positive, got {fact.amount_minor}")
     if fact.deposit_reference is None or original is None:
-        return Refuse(key, f"{fact.reason.value} of a deposit with no credit", fact.deposit_reference)
+        return OpenCase(key, f"{fact.reason.value} of a deposit with no credit", fact.deposit_reference)
     ref = fact.deposit_reference
     if original.status is CreditStatus.FAILED:
-        return Refuse(key, f"{fact.reason.value} of credit {original.credit_id} that failed", ref)
+        return OpenCase(key, f"{fact.reason.value} of credit {original.credit_id} that failed", ref)
     if fact.currency != original.payment_currency:
-        return Refuse(
+        return OpenCase(
             key, f"{fact.reason.value} in {fact.currency}, payment was {original.payment_currency}", ref
         )
     if fact.amount_minor > original.payment_amount_minor:
-        return Refuse(key, f"{fact.reason.value} exceeds the captured amount", ref)
+        return OpenCase(key, f"{fact.reason.value} exceeds the captured amount", ref)
     amount = proportional_minor(fact.amount_minor, original.payment_amount_minor, original.amount_minor)
     if original.debited_minor + amount > original.amount_minor:
-        return Refuse(key, f"{fact.reason.value} would take back more than was credited", ref)
+        return OpenCase(key, f"{fact.reason.value} would take back more than was credited", ref)
     return NewRow(
         kind=CreditKind.DEBIT,
         source_key=key,

@@ -2,11 +2,13 @@
 (psp.provider-events), applied in the batch's transaction with its dedup rows.
 
 - A command goes through exactly the HTTP API's handlers and idempotency rules; a command the
-  request rules refuse (card data, bad amount) changes nothing and is logged with its code (it
-  has no reply channel; the caller sees the payment through GET).
+  request rules refuse (a bad amount, a missing key; card data never gets here) changes nothing and
+  is refused (``Refuse``): dead-lettered at once with its code, where operators see it (a command
+  has no reply channel; the caller sees the payment through GET). A refusal that depends on the
+  payment's state (409/422) is recorded under its key, as over HTTP.
 - A webhook is parsed by its provider's parser and goes through ``apply_provider_fact``; a body
-  that breaks the provider contract, an unknown provider or an unverified signature raises, so the
-  consumer retries it and then dead-letters it for a person (nothing is dropped silently).
+  that breaks the provider contract, an unknown provider or an unverified signature is refused:
+  dead-lettered at once for a person (no retry can fix it; nothing is dropped silently).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-from backbone.consumer.messages import BatchHandler, InboundEvent, UnitOfWork
+from backbone.consumer.messages import BatchHandler, InboundEvent, Refuse, UnitOfWork
 from backbone.logs import get_logger
 
 from payment_state.adapters import repository as repo
@@ -38,8 +40,8 @@ log = get_logger(__name__)
 COMMAND_TYPES: Final = frozenset({"CreatePayment", "CapturePayment", "CancelPayment", "RefundPayment"})
 
 
-class UnusableWebhook(ValueError):
-    """A provider event payment-state cannot act on safely (goes to the dead letters)."""
+class UnusableWebhook(Refuse):
+    """A provider event payment-state cannot act on safely (dead-lettered at once)."""
 
 
 def make_handler(ctx: Context, parsers: Mapping[str, WebhookParser]) -> BatchHandler:
@@ -60,11 +62,14 @@ def _provider_event(
 ) -> None:
     body = event.event.body
     if body["signature_verified"] is not True:
-        raise UnusableWebhook("a provider event whose signature was not verified")
+        raise UnusableWebhook("a provider event whose signature was not verified", event.event_id)
     provider = body["provider"]
     if provider != ctx.provider or provider not in parsers:
-        raise UnusableWebhook(f"no webhook parser for provider {provider!r}")
-    fact = parsers[provider](bytes(body["raw_body"]))
+        raise UnusableWebhook(f"no webhook parser for provider {provider!r}", event.event_id)
+    try:
+        fact = parsers[provider](bytes(body["raw_body"]))
+    except ValueError as exc:  # the parser's "breaks the contract"
+        raise UnusableWebhook(str(exc), event.event_id) from exc
     provider_event_id = str(body["provider_event_id"])
     if isinstance(fact, Ignored):
         repo.record_fact(
@@ -116,8 +121,7 @@ def _command(uow: UnitOfWork, ctx: Context, event: InboundEvent) -> None:
     request = check_idempotency_key(key) or _command_request(event)
     if isinstance(request, Rejection):
         metrics.COMMANDS.labels(event.event_type, str(request.http_status)).inc()
-        log.warning("command.rejected", event_id=event.event_id, command=event.event_type, code=request.code)
-        return
+        raise Refuse(f"{request.code}: {request.message}", event.event_id)
     reply = handle(uow.conn, ctx, merchant_id, key, request)
     metrics.COMMANDS.labels(event.event_type, str(reply.status)).inc()
     error = reply.body.get("error")
