@@ -1,8 +1,8 @@
 """The MT5 gateway (backbone.mt5) against the simulator as a real process on real PostgreSQL, over
 real HTTP: every injected fault and what the gateway makes of it.
 
-The rule under test: a balance call is Credited only when MT5 answered Done and the deal read back is
-ours; Rejected only for a retcode that means "not applied"; everything else is NoAnswer, and the
+The rule under test: a balance call is Applied only when MT5 answered Done and the deal read back is
+ours; Refused only for a retcode that means "not applied"; everything else is NoAnswer, and the
 lookup that follows tells what really happened (Found / Absent / Conflict), never guessing.
 """
 
@@ -17,13 +17,13 @@ import pytest
 from backbone.mt5 import (
     Absent,
     AccountInfo,
+    Applied,
     Conflict,
-    Credited,
     DealType,
     Found,
     Mt5Gateway,
     NoAnswer,
-    Rejected,
+    Refused,
     ServerTime,
 )
 from backbone.mt5.testing import SimulatorProcess, running_simulator
@@ -72,10 +72,10 @@ def deals_with(sim: SimulatorProcess, comment: str) -> list[dict[str, str]]:
 
 
 def test_credit_is_verified_found_and_moves_the_balance(sim: SimulatorProcess, mt5: Mt5Gateway) -> None:
-    """A plain credit: Credited with the deal's ticket, one deal with Profit 123.45, the lookup finds
+    """A plain credit: Applied with the deal's ticket, one deal with Profit 123.45, the lookup finds
     that ticket, and the account's balance grew by exactly the amount."""
     result = mt5.balance(LOGIN, 12_345, "USD", BAL, "dep:1", check_margin=False)
-    assert isinstance(result, Credited)
+    assert isinstance(result, Applied)
     [deal] = deals_with(sim, "dep:1")
     assert (int(deal["Deal"]), deal["Profit"], deal["Action"]) == (result.ticket, "123.45", "2")
     assert lookup(mt5, "dep:1", 12_345) == Found(result.ticket)
@@ -129,11 +129,11 @@ def test_disconnect_before_apply_is_no_answer_then_absent(sim: SimulatorProcess,
 
 
 def test_slow_answers(sim: SimulatorProcess, mt5: Mt5Gateway) -> None:
-    """A slow answer within the timeout is simply Credited. One slower than the timeout is NoAnswer,
+    """A slow answer within the timeout is simply Applied. One slower than the timeout is NoAnswer,
     and MT5 may still execute it afterwards: the resolver must look again after the call's time has
     passed; the lookup then finds it."""
     sim.control.arm_fault(kind="slow", endpoint="trade/balance", comment_prefix="fast:", delay_ms=200)
-    assert isinstance(mt5.balance(LOGIN, 100, "USD", BAL, "fast:1", check_margin=False), Credited)
+    assert isinstance(mt5.balance(LOGIN, 100, "USD", BAL, "fast:1", check_margin=False), Applied)
     sim.control.arm_fault(kind="slow", endpoint="trade/balance", comment_prefix="late:", delay_ms=HANG_MS)
     assert mt5.balance(LOGIN, 100, "USD", BAL, "late:1", check_margin=False) == NoAnswer("timeout")
     wait_until(lambda: bool(deals_with(sim, "late:1")), 10, "the late execution")
@@ -151,7 +151,7 @@ def test_unparseable_answer_is_no_answer_then_found(sim: SimulatorProcess, mt5: 
 def test_throttling_is_no_answer_and_nothing_applied(
     sim: SimulatorProcess, mt5: Mt5Gateway, retcode: int
 ) -> None:
-    """Throttling (12, 10024) is NoAnswer with the retcode, not Rejected: the reference does not say
+    """Throttling (12, 10024) is NoAnswer with the retcode, not Refused: the reference does not say
     "not applied", and a rejection would fail the credit for good. The lookup then says Absent, so
     the credit is retried after resolution."""
     sim.control.arm_fault(kind="throttle", endpoint="trade/balance", count=1, retcode=retcode)
@@ -183,7 +183,7 @@ def test_cross_account_reads_are_never_success(sim: SimulatorProcess, mt5: Mt5Ga
     Absent or Found); a user record of another login makes account() NoAnswer."""
     sim.control.add_deals(OTHER, "5.00", "theirs")
     ours = mt5.balance(LOGIN, 100, "USD", BAL, "dep:9", check_margin=False)
-    assert isinstance(ours, Credited)
+    assert isinstance(ours, Applied)
     sim.control.arm_fault(kind="cross_account", endpoint="deal/get_page", count=1, other_login=OTHER)
     assert lookup(mt5, "dep:9", 100) == NoAnswer("cross_account_answer")
     sim.control.arm_fault(kind="cross_account", endpoint="user/get", count=1, other_login=OTHER)
@@ -194,18 +194,18 @@ def test_cross_account_reads_are_never_success(sim: SimulatorProcess, mt5: Mt5Ga
 @pytest.mark.parametrize(
     ("login", "amount_minor", "expected"),
     [
-        (9999, 100, Rejected(13, "unknown_login")),
-        (DISABLED, 100, Rejected(1002, "account_disabled")),
-        (LOGIN, -100, Rejected(10019, "not_enough_money")),
-        (LOGIN, 100_000_000_001, Rejected(4005, "money_limit")),
-        (LOGIN, 100, Rejected(3, "invalid_parameters")),  # type 7 is sent through a retcode fault below
+        (9999, 100, Refused(13, "unknown_login")),
+        (DISABLED, 100, Refused(1002, "account_disabled")),
+        (LOGIN, -100, Refused(10019, "not_enough_money")),
+        (LOGIN, 100_000_000_001, Refused(4005, "money_limit")),
+        (LOGIN, 100, Refused(3, "invalid_parameters")),  # type 7 is sent through a retcode fault below
     ],
 )
 def test_definite_rejections_apply_nothing(
-    sim: SimulatorProcess, mt5: Mt5Gateway, login: int, amount_minor: int, expected: Rejected
+    sim: SimulatorProcess, mt5: Mt5Gateway, login: int, amount_minor: int, expected: Refused
 ) -> None:
     """Unknown login, disabled account, not enough money, money limit and invalid parameters are
-    Rejected with MT5's retcode, and no deal exists afterwards."""
+    Refused with MT5's retcode, and no deal exists afterwards."""
     if expected.retcode == 3:
         sim.control.arm_fault(kind="retcode", endpoint="trade/balance", count=1, retcode=3)
     assert mt5.balance(login, amount_minor, "USD", BAL, "dep:10", check_margin=True) == expected
@@ -215,13 +215,13 @@ def test_definite_rejections_apply_nothing(
 def test_refusals_before_calling(sim: SimulatorProcess, mt5: Mt5Gateway) -> None:
     """A currency other than the account's, or an amount its digits cannot carry (1.23 USD into a
     group with 0 digits), is refused by the gateway itself (retcode None): nothing is sent."""
-    assert mt5.balance(LOGIN, 100, "EUR", BAL, "dep:11", check_margin=False) == Rejected(
+    assert mt5.balance(LOGIN, 100, "EUR", BAL, "dep:11", check_margin=False) == Refused(
         None, "currency_mismatch"
     )
-    assert mt5.balance(WHOLE, 123, "USD", BAL, "dep:11", check_margin=False) == Rejected(
+    assert mt5.balance(WHOLE, 123, "USD", BAL, "dep:11", check_margin=False) == Refused(
         None, "amount_not_representable"
     )
-    assert isinstance(mt5.balance(WHOLE, 12_300, "USD", BAL, "dep:12", check_margin=False), Credited)
+    assert isinstance(mt5.balance(WHOLE, 12_300, "USD", BAL, "dep:12", check_margin=False), Applied)
     assert sim.control.deals(comment="dep:11") == []
     assert sim.control.account(WHOLE)["balance"] == "123"
 
@@ -231,7 +231,7 @@ def test_lookup_window_is_on_the_server_clock(sim: SimulatorProcess, mt5: Mt5Gat
     same window on the local clock would not: lookups must use the server's time."""
     sim.control.set_clock_offset(7_200)
     result = mt5.balance(LOGIN, 100, "USD", BAL, "dep:13", check_margin=False)
-    assert isinstance(result, Credited)
+    assert isinstance(result, Applied)
     server_from, server_to = window(mt5)
     assert server_from - time.time() > 6_000
     assert mt5.find_balance_deal(LOGIN, "dep:13", 100, "USD", BAL, server_from, server_to) == Found(
@@ -273,7 +273,7 @@ def test_comment_cut_to_31(sim: SimulatorProcess, mt5: Mt5Gateway) -> None:
 
 
 def test_concurrent_callers_share_one_serialized_session(sim: SimulatorProcess, mt5: Mt5Gateway) -> None:
-    """Three threads credit through one gateway at once: all Credited, the balance is the exact sum,
+    """Three threads credit through one gateway at once: all Applied, the balance is the exact sum,
     and the simulator saw a single manager connection (calls serialized on one session)."""
     results: list[object] = []
 
@@ -287,7 +287,7 @@ def test_concurrent_callers_share_one_serialized_session(sim: SimulatorProcess, 
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert len(results) == 30 and all(isinstance(r, Credited) for r in results)
+    assert len(results) == 30 and all(isinstance(r, Applied) for r in results)
     assert sim.control.account(LOGIN)["balance"] == "0.30"
     assert len([s for s in sim.control.sessions() if s["authenticated"]]) == 1
 
@@ -322,7 +322,7 @@ def test_disconnect_mid_session_reauthenticates(sim: SimulatorProcess, mt5: Mt5G
     wait_until(
         lambda: not cut & {s["conn_id"] for s in sim.control.sessions()}, 10, "the connections to close"
     )
-    assert isinstance(mt5.balance(LOGIN, 100, "USD", BAL, "dep:15", check_margin=False), Credited)
+    assert isinstance(mt5.balance(LOGIN, 100, "USD", BAL, "dep:15", check_margin=False), Applied)
     assert mt5.session_generation == generation + 1
 
 

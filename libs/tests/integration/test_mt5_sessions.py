@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from backbone.mt5 import AccountInfo, Credited, DealType, Found, Mt5Gateway, NoAnswer, ServerTime
+from backbone.mt5 import AccountInfo, Applied, DealType, Found, Mt5Gateway, NoAnswer, ServerTime
 from backbone.mt5.testing import SimulatorProcess, running_simulator
 from backbone.settings import Secret
 from backbone.testing.stack import Stack
@@ -39,7 +39,7 @@ def test_reauthentication_after_idle_drop_and_pings_that_prevent_it(stack: Stack
             assert (lazy.session_generation, pinging.session_generation) == (1, 1)
             time.sleep(1.2)
             assert '"webapi.idle_drop"' in sim.logs()
-            assert isinstance(lazy.balance(LOGIN, 100, "USD", BAL, "dep:idle", check_margin=False), Credited)
+            assert isinstance(lazy.balance(LOGIN, 100, "USD", BAL, "dep:idle", check_margin=False), Applied)
             assert isinstance(pinging.account(LOGIN), AccountInfo)
             assert lazy.session_generation >= 2  # re-authenticated (the keeper may have done it first)
             assert pinging.session_generation == 1
@@ -53,7 +53,7 @@ def test_state_survives_a_killed_simulator_and_the_gateway_reconnects(stack: Sta
         seed(sim)
         with Mt5Gateway(sim.gateway_settings(reconnect_backoff_max_ms=200)) as mt5:
             first = mt5.balance(LOGIN, 4_200, "USD", BAL, "dep:before", check_margin=False)
-            assert isinstance(first, Credited)
+            assert isinstance(first, Applied)
             sim.kill()
             down = mt5.balance(LOGIN, 100, "USD", BAL, "dep:down", check_margin=False)
             assert down == NoAnswer("connect_failed", sent=False)
@@ -65,7 +65,7 @@ def test_state_survives_a_killed_simulator_and_the_gateway_reconnects(stack: Sta
             )
             assert found == Found(first.ticket)
             second = mt5.balance(LOGIN, 100, "USD", BAL, "dep:after", check_margin=False)
-            assert isinstance(second, Credited) and second.ticket > first.ticket
+            assert isinstance(second, Applied) and second.ticket > first.ticket
             assert sim.control.account(LOGIN)["balance"] == "43.00"
             assert [d["Comment"] for d in sim.control.deals(login=LOGIN)] == ["dep:before", "dep:after"]
 
@@ -119,6 +119,6 @@ def test_https_with_a_verified_certificate(stack: Stack, tmp_path: Path) -> None
         seed(sim)
         assert sim.url.startswith("https://")
         with Mt5Gateway(sim.gateway_settings(tls_ca_file=str(cert))) as mt5:
-            assert isinstance(mt5.balance(LOGIN, 100, "USD", BAL, "dep:tls", check_margin=False), Credited)
+            assert isinstance(mt5.balance(LOGIN, 100, "USD", BAL, "dep:tls", check_margin=False), Applied)
         with Mt5Gateway(sim.gateway_settings()) as untrusting:
             assert untrusting.server_time() == NoAnswer("connect_failed", sent=False)

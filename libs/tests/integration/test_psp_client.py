@@ -1,5 +1,5 @@
 """The PSP client's transport against real HTTP servers that misbehave on purpose: whatever goes wrong
-on the wire, a write answers Unknown (never a failure, never a silent retry), a read is retried only
+on the wire, a write answers NoAnswer (never a failure, never a silent retry), a read is retried only
 when that is harmless, and connections are kept alive and bounded in time."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from backbone.psp import Applied, Found, PspClient, Unknown
+from backbone.psp import Applied, Found, NoAnswer, PspClient
 
 INTENT = {
     "id": "pi_1",
@@ -105,14 +105,14 @@ def test_writes_carry_the_operation_id_and_reuse_one_connection(serve: Any) -> N
 
 
 def test_a_slow_answer_is_unknown_within_the_deadline(serve: Any) -> None:
-    """The server answers after 3 s; the client's 300 ms deadline makes it Unknown("timeout")."""
+    """The server answers after 3 s; the client's 300 ms deadline makes it NoAnswer("timeout")."""
     url, _ = serve(lambda _n, h: (time.sleep(3), send_json(h, 200, INTENT)))
     with PspClient(url, "k", timeout_ms=300, connect_timeout_ms=300) as client:
-        assert client.capture_intent("op_1", "pi_1") == Unknown("timeout")
+        assert client.capture_intent("op_1", "pi_1") == NoAnswer("timeout")
 
 
 def test_a_dripping_answer_cannot_stretch_the_deadline(serve: Any) -> None:
-    """Headers at once, then one body byte every 100 ms for 3 s: still Unknown("timeout") at 500 ms."""
+    """Headers at once, then one body byte every 100 ms for 3 s: still NoAnswer("timeout") at 500 ms."""
 
     def drip(_n: int, h: BaseHTTPRequestHandler) -> None:
         h.send_response(200)
@@ -128,11 +128,11 @@ def test_a_dripping_answer_cannot_stretch_the_deadline(serve: Any) -> None:
 
     url, _ = serve(drip)
     with PspClient(url, "k", timeout_ms=500, connect_timeout_ms=300) as client:
-        assert client.retrieve_intent("pi_1") == Unknown("timeout")
+        assert client.retrieve_intent("pi_1") == NoAnswer("timeout")
 
 
 def test_connection_cut_without_an_answer_is_unknown_and_not_retried(serve: Any) -> None:
-    """The server reads the write and closes the socket: Unknown, and the write was sent exactly once."""
+    """The server reads the write and closes the socket: NoAnswer, and the write was sent exactly once."""
 
     def cut(_n: int, h: BaseHTTPRequestHandler) -> None:
         h.connection.shutdown(socket.SHUT_RDWR)
@@ -141,22 +141,22 @@ def test_connection_cut_without_an_answer_is_unknown_and_not_retried(serve: Any)
     url, script = serve(cut)
     with PspClient(url, "k") as client:
         result = client.create_intent("op_1", amount_minor=100, currency="EUR", reference="pay_1")
-    assert isinstance(result, Unknown) and result.reason.startswith("connection_error")
+    assert isinstance(result, NoAnswer) and result.reason.startswith("connection_error")
     assert len(script.requests) == 1
 
 
 def test_connection_refused_is_unknown() -> None:
-    """Nobody listening: Unknown, for a write and for a read."""
+    """Nobody listening: NoAnswer, for a write and for a read."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with PspClient(f"http://127.0.0.1:{port}", "k", timeout_ms=500, connect_timeout_ms=300) as client:
-        assert isinstance(client.cancel_intent("op_1", "pi_1"), Unknown)
-        assert isinstance(client.retrieve_intent("pi_1"), Unknown)
+        assert isinstance(client.cancel_intent("op_1", "pi_1"), NoAnswer)
+        assert isinstance(client.retrieve_intent("pi_1"), NoAnswer)
 
 
 def test_server_errors_and_garbage_are_unknown(serve: Any) -> None:
-    """A 500 with an error body, a 502 from a proxy, and a 200 that is not an intent: all Unknown."""
+    """A 500 with an error body, a 502 from a proxy, and a 200 that is not an intent: all NoAnswer."""
     answers = {
         1: (500, {"error": {"code": "api_error", "message": "x"}}),
         2: (502, "<html>"),
@@ -165,12 +165,12 @@ def test_server_errors_and_garbage_are_unknown(serve: Any) -> None:
     url, _ = serve(lambda n, h: send_json(h, *answers[n]))
     with PspClient(url, "k") as client:
         results = [client.capture_intent(f"op_{i}", "pi_1") for i in range(3)]
-    assert [r.__class__ for r in results] == [Unknown, Unknown, Unknown]
+    assert [r.__class__ for r in results] == [NoAnswer, NoAnswer, NoAnswer]
 
 
 def test_stale_keep_alive_read_is_retried_but_a_write_is_not(serve: Any) -> None:
     """The server drops each connection silently after one answer. A read on the stale pooled
-    connection is retried once on a new one (Found); a write on it is Unknown and not resent."""
+    connection is retried once on a new one (Found); a write on it is NoAnswer and not resent."""
 
     def once_per_connection(_n: int, h: BaseHTTPRequestHandler) -> None:
         send_json(h, 200, INTENT)
@@ -184,4 +184,4 @@ def test_stale_keep_alive_read_is_retried_but_a_write_is_not(serve: Any) -> None
         time.sleep(0.05)
         write = client.capture_intent("op_1", "pi_1")
     posts = [r for r in script.requests if r[0] == "POST"]
-    assert isinstance(write, Unknown) and posts == []
+    assert isinstance(write, NoAnswer) and posts == []

@@ -1,7 +1,7 @@
 """Unit tests of how MT5 answers become gateway results (backbone.mt5.mapping, lookup, arguments).
 
 The mapping is where money safety is decided: only a retcode that means "not applied" may become
-Rejected; everything else that is not a clean success must be NoAnswer; a lookup is Found only for
+Refused; everything else that is not a clean success must be NoAnswer; a lookup is Found only for
 exactly one deal with our comment, action and amount.
 """
 
@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import assert_never
 
 import pytest
-from backbone.mt5 import Absent, Conflict, Credited, DealType, Found, NoAnswer, Rejected
+from backbone.mt5 import Absent, Applied, Conflict, DealType, Found, NoAnswer, Refused
 from backbone.mt5.arguments import Mt5UsageError, check_balance_args, check_lookup_args
 from backbone.mt5.lookup import match_balance_deal
 from backbone.mt5.mapping import REJECTING_RETCODES, GroupFacts, balance_ticket, parse_group
@@ -24,9 +24,9 @@ def answer(raw: str) -> object:
 
 @pytest.mark.parametrize("code", sorted(REJECTING_RETCODES))
 def test_not_applied_retcodes_reject(code: int) -> None:
-    """3, 8, 13, 1002, 4005 and 10019 mean the balance was not applied: Rejected with that code."""
+    """3, 8, 13, 1002, 4005 and 10019 mean the balance was not applied: Refused with that code."""
     result = balance_ticket(parse_answer(f'{{"retcode":"{code} x"}}'.encode()))
-    assert result == Rejected(code, REJECTING_RETCODES[code])
+    assert result == Refused(code, REJECTING_RETCODES[code])
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_not_applied_retcodes_reject(code: int) -> None:
 )
 def test_other_retcodes_are_no_answer(code: int, reason: str) -> None:
     """Throttling and codes the reference does not tie to "not applied" are NoAnswer (resolve by
-    lookup), never Rejected (which would fail a credit that MT5 may have applied)."""
+    lookup), never Refused (which would fail a credit that MT5 may have applied)."""
     assert balance_ticket(parse_answer(f'{{"retcode":"{code} x"}}'.encode())) == NoAnswer(reason, code)
 
 
@@ -102,18 +102,18 @@ def test_lookup_matches_the_comment_as_mt5_stores_it() -> None:
 def test_results_are_a_closed_set() -> None:
     """Each result kind is matched by exactly one case (checked by mypy through assert_never)."""
 
-    def kind(result: Credited | Rejected | NoAnswer) -> str:
+    def kind(result: Applied | Refused | NoAnswer) -> str:
         match result:
-            case Credited():
+            case Applied():
                 return "credited"
-            case Rejected():
+            case Refused():
                 return "rejected"
             case NoAnswer():
                 return "no_answer"
             case _:
                 assert_never(result)
 
-    assert [kind(Credited(1)), kind(Rejected(None, "x")), kind(NoAnswer("x"))] == [
+    assert [kind(Applied(1)), kind(Refused(None, "x")), kind(NoAnswer("x"))] == [
         "credited",
         "rejected",
         "no_answer",

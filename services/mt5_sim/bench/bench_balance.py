@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from backbone.mt5 import Credited, DealType, Mt5Gateway
+from backbone.mt5 import Applied, DealType, Mt5Gateway
 from backbone.mt5.auth import password_hash, rand_answer
 from backbone.mt5.testing import MANAGER_LOGIN, MANAGER_PASSWORD, SimulatorProcess, running_simulator
 
@@ -68,7 +68,7 @@ def _gateway_worker(
             result = mt5.balance(
                 login, 1, "USD", DealType.BALANCE, f"gw:{os.getpid()}:{done}", check_margin=False
             )
-            assert isinstance(result, Credited), result
+            assert isinstance(result, Applied), result
             done += 1
         out.put((done, time.monotonic() - started))
 

@@ -4,12 +4,12 @@ Speaks the MT5 Web API (REST over one keep-alive HTTP(S) connection per manager 
 or debit a trading account and to find that operation again by its comment. Used by the mt5-credit
 service (claim, call, resolve unknowns) and the reconciler. See ``gateway.py`` for its promises::
 
-    from backbone.mt5 import Mt5Gateway, Mt5GatewaySettings, DealType, Credited, Rejected, NoAnswer
+    from backbone.mt5 import Mt5Gateway, Mt5GatewaySettings, DealType, Applied, Refused, NoAnswer
 
     with Mt5Gateway(load_settings(Mt5GatewaySettings)) as mt5:
         match mt5.balance(login, 50_000, "USD", DealType.BALANCE, f"dep:{credit_id}", check_margin=False):
-            case Credited(ticket=ticket): ...
-            case Rejected(retcode=code, reason=reason): ...
+            case Applied(ticket=ticket): ...
+            case Refused(retcode=code, reason=reason): ...
             case NoAnswer(reason=reason): ...   # unknown: resolve with find_balance_deal
 """
 
@@ -21,14 +21,14 @@ from backbone.mt5.results import (
     AccountInfo,
     AccountMissing,
     AccountResult,
+    Applied,
     BalanceResult,
     Conflict,
-    Credited,
     DealLookup,
     DealType,
     Found,
     NoAnswer,
-    Rejected,
+    Refused,
     ServerTime,
     TimeResult,
 )
@@ -40,9 +40,9 @@ __all__ = [
     "AccountInfo",
     "AccountMissing",
     "AccountResult",
+    "Applied",
     "BalanceResult",
     "Conflict",
-    "Credited",
     "DealLookup",
     "DealType",
     "Found",
@@ -50,7 +50,7 @@ __all__ = [
     "Mt5GatewaySettings",
     "Mt5UsageError",
     "NoAnswer",
-    "Rejected",
+    "Refused",
     "ServerTime",
     "TimeResult",
     "cut_comment",

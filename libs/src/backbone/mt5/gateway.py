@@ -4,7 +4,7 @@ Promises (DESIGN §3, §7; reference §6):
 - ``balance`` calls ``/api/trade/balance`` at most once per invocation: never retried, because a
   retry could credit twice. Its answer ``0 Done`` is then checked by reading the deal back
   (``/api/deal/get``): login, action, comment and amount must be ours, else ``NoAnswer``.
-- Only a retcode that means "not applied" becomes ``Rejected``; every timeout, disconnect,
+- Only a retcode that means "not applied" becomes ``Refused``; every timeout, disconnect,
   unparseable, unexpected or crossed answer is ``NoAnswer`` (maybe applied).
 - Every answer that carries a login is checked against the login asked for; an answer about
   another account is never success (``NoAnswer("cross_account_answer")``, logged as an error).
@@ -46,12 +46,12 @@ from backbone.mt5.results import (
     AccountInfo,
     AccountMissing,
     AccountResult,
+    Applied,
     BalanceResult,
-    Credited,
     DealLookup,
     DealType,
     NoAnswer,
-    Rejected,
+    Refused,
     ServerTime,
     TimeResult,
 )
@@ -152,7 +152,7 @@ class Mt5Gateway:
         check_balance_args(login, amount_minor, currency, deal_type, comment, check_margin)
         result = self._balance(login, amount_minor, currency, deal_type, comment, check_margin)
         kind = type(result).__name__
-        reason = result.reason if isinstance(result, Rejected | NoAnswer) else ""
+        reason = result.reason if isinstance(result, Refused | NoAnswer) else ""
         metrics.BALANCE_RESULTS.labels(self._name, kind, reason).inc()
         log.info(
             "mt5.balance",
@@ -180,10 +180,10 @@ class Mt5Gateway:
         if not isinstance(group, GroupFacts):
             return group
         if group.currency != currency:
-            return Rejected(None, "currency_mismatch")
+            return Refused(None, "currency_mismatch")
         wire = wire_amount(amount_minor, currency, group.digits)
         if wire is None:
-            return Rejected(None, "amount_not_representable")
+            return Refused(None, "amount_not_representable")
         params: dict[str, str | int] = {
             "login": login,
             "type": int(deal_type),
@@ -218,7 +218,7 @@ class Mt5Gateway:
             log.error("mt5.ticket_mismatch", gateway=self._name, login=login, ticket=ticket, comment=comment)
             return NoAnswer("ticket_mismatch")
         # Applied, but with currency digits we did not convert for: a person must look.
-        return Credited(ticket) if deal.digits_currency in (None, digits) else NoAnswer("digits_changed")
+        return Applied(ticket) if deal.digits_currency in (None, digits) else NoAnswer("digits_changed")
 
     # -- finding a balance operation -------------------------------------------------------------
 
@@ -307,13 +307,13 @@ class Mt5Gateway:
 
     # -- account facts ---------------------------------------------------------------------------
 
-    def _account_group(self, login: int) -> GroupFacts | Rejected | NoAnswer:
+    def _account_group(self, login: int) -> GroupFacts | Refused | NoAnswer:
         """The account's group facts for a balance call (cached; a missing login is a rejection)."""
         name = self._logins.get(login)
         if name is None:
             user = self._user(login)
             if isinstance(user, AccountMissing):
-                return Rejected(13, "unknown_login")
+                return Refused(13, "unknown_login")
             if isinstance(user, NoAnswer):
                 return NoAnswer(user.reason, user.retcode, sent=False)
             name = user.group

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from backbone.mt5.protocol import Answer, AnswerError, int_field, object_answer, str_field
-from backbone.mt5.results import NoAnswer, Rejected
+from backbone.mt5.results import NoAnswer, Refused
 
 DIGITS_MAX: Final = 8
 REJECTING_RETCODES: Final = {
@@ -35,10 +35,10 @@ class GroupFacts:
     digits: int
 
 
-def balance_ticket(answer: Answer) -> int | Rejected | NoAnswer:
+def balance_ticket(answer: Answer) -> int | Refused | NoAnswer:
     """The ticket of a ``0 Done``; a rejecting retcode; or NoAnswer for anything else."""
     if answer.retcode in REJECTING_RETCODES:
-        return Rejected(answer.retcode, REJECTING_RETCODES[answer.retcode])
+        return Refused(answer.retcode, REJECTING_RETCODES[answer.retcode])
     if answer.retcode != 0:
         reason = "throttled" if answer.retcode in THROTTLE_RETCODES else "unexpected_retcode"
         return NoAnswer(reason, answer.retcode)

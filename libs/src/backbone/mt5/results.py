@@ -3,8 +3,8 @@
 Match them exhaustively::
 
     match gateway.balance(...):
-        case Credited(ticket=t): ...           # MT5 created deal t, read back and checked
-        case Rejected(retcode=c, reason=r): ...  # definitely not applied (c is None: never sent)
+        case Applied(ticket=t): ...           # MT5 created deal t, read back and checked
+        case Refused(retcode=c, reason=r): ...  # definitely not applied (c is None: never sent)
         case NoAnswer(reason=r): ...           # maybe applied: resolve with find_balance_deal
         case other: assert_never(other)
 
@@ -30,14 +30,14 @@ class DealType(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Credited:
+class Applied:
     """MT5 answered ``0 Done`` with this deal ticket, and reading the deal back matched the request."""
 
     ticket: int
 
 
 @dataclass(frozen=True, slots=True)
-class Rejected:
+class Refused:
     """Definitely not applied. ``retcode`` is MT5's; ``None`` means the gateway refused to send it."""
 
     retcode: int | None
@@ -107,7 +107,7 @@ class AccountMissing:
     login: int
 
 
-BalanceResult = Credited | Rejected | NoAnswer
+BalanceResult = Applied | Refused | NoAnswer
 DealLookup = Found | Absent | Conflict | NoAnswer
 TimeResult = ServerTime | NoAnswer
 AccountResult = AccountInfo | AccountMissing | NoAnswer

@@ -3,12 +3,12 @@
 Used by payment-state (writes, status queries), the webhook gateway (``verify_signature`` over raw
 bytes, before anything is parsed) and the reconciler (lookups by our reference)::
 
-    from backbone.psp import PspClient, Applied, Declined, Rejected, Unknown
+    from backbone.psp import PspClient, Applied, Declined, Refused, NoAnswer
 
     match client.capture_intent(operation_id, intent_id):
         case Applied(value=intent): ...      # intent.status == "succeeded"
-        case Declined() | Rejected(): ...    # definite: see results.py
-        case Unknown(reason=why): ...        # may have been applied: resolve, never fail
+        case Declined() | Refused(): ...    # definite: see results.py
+        case NoAnswer(reason=why): ...        # may have been applied: resolve, never fail
         case _ as never: assert_never(never)
 
 Contracts: ``results`` (what each HTTP answer maps to), ``signature`` (the header), ``model`` (the
@@ -33,17 +33,17 @@ from backbone.psp.model import (
     parse_refund,
 )
 from backbone.psp.results import (
-    Ambiguous,
+    Absent,
     Applied,
+    Conflict,
     Declined,
     Found,
     IntentLookup,
     IntentWrite,
-    NotFound,
+    NoAnswer,
     RefundLookup,
     RefundWrite,
-    Rejected,
-    Unknown,
+    Refused,
 )
 from backbone.psp.signature import (
     HEADER,
@@ -57,8 +57,9 @@ from backbone.psp.signature import (
 __all__ = [
     "EVENT_TYPES",
     "HEADER",
-    "Ambiguous",
+    "Absent",
     "Applied",
+    "Conflict",
     "Declined",
     "Dispute",
     "EventType",
@@ -67,7 +68,7 @@ __all__ = [
     "IntentStatus",
     "IntentWrite",
     "Malformed",
-    "NotFound",
+    "NoAnswer",
     "PaymentError",
     "PaymentIntent",
     "PspClient",
@@ -77,12 +78,11 @@ __all__ = [
     "RefundLookup",
     "RefundStatus",
     "RefundWrite",
-    "Rejected",
+    "Refused",
     "SignatureCheck",
     "SignatureInvalid",
     "SignatureVerified",
     "SigningSecrets",
-    "Unknown",
     "WebhookEvent",
     "parse_event",
     "parse_event_document",

@@ -4,14 +4,14 @@ The mapping (the contract payment-state relies on):
 
 | answer                                        | write result | lookup result                 |
 |-----------------------------------------------|--------------|-------------------------------|
-| transport failure (timeout, refused, cut)     | Unknown      | Unknown                       |
-| 2xx with a valid object                       | Applied      | Found / NotFound / Ambiguous  |
-| 2xx we cannot parse                           | Unknown      | Unknown                       |
+| transport failure (timeout, refused, cut)     | NoAnswer      | NoAnswer                       |
+| 2xx with a valid object                       | Applied      | Found / Absent / Conflict  |
+| 2xx we cannot parse                           | NoAnswer      | NoAnswer                       |
 | 402 card_error carrying the intent            | Declined     | -                             |
-| 400 401 403 404 405 413 415 422 + error code  | Rejected     | 404 resource_missing: NotFound |
-| 409 idempotency_key_reused                    | Rejected     | Unknown                       |
-| 409 other, 408, 429, 3xx, 5xx, other          | Unknown      | Unknown                       |
-| any non-2xx without a JSON error code         | Unknown      | Unknown                       |
+| 400 401 403 404 405 413 415 422 + error code  | Refused     | 404 resource_missing: Absent |
+| 409 idempotency_key_reused                    | Refused     | NoAnswer                       |
+| 409 other, 408, 429, 3xx, 5xx, other          | NoAnswer      | NoAnswer                       |
+| any non-2xx without a JSON error code         | NoAnswer      | NoAnswer                       |
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from typing import Any, Final, TypeVar
 
 from backbone.psp.model import PspParseError, parse_intent, parse_refund
 from backbone.psp.results import (
-    Ambiguous,
+    Absent,
     Applied,
+    Conflict,
     Declined,
     Found,
     IntentWrite,
-    NotFound,
+    NoAnswer,
     RefundWrite,
-    Rejected,
-    Unknown,
+    Refused,
 )
 from backbone.psp.transport import Answer, Failure
 
@@ -50,43 +50,43 @@ def _error_of(answer: Answer) -> dict[str, Any] | None:
     return error
 
 
-def _classify_failure(answer: Answer) -> Rejected | Unknown:
+def _classify_failure(answer: Answer) -> Refused | NoAnswer:
     """A non-2xx, non-402 answer: a definite refusal or an unknown outcome."""
     error = _error_of(answer)
     if error is None:
-        return Unknown(f"http_{answer.status}_unparseable")
+        return NoAnswer(f"http_{answer.status}_unparseable")
     code, message = error["code"], str(error.get("message", ""))
     if answer.status == 409 and code != "idempotency_key_reused":
-        return Unknown(f"http_409_{code}")  # e.g. a concurrent request with this key still running
+        return NoAnswer(f"http_409_{code}")  # e.g. a concurrent request with this key still running
     if answer.status in DEFINITE_4XX:
-        return Rejected(answer.status, code, message)
-    return Unknown(f"http_{answer.status}")
+        return Refused(answer.status, code, message)
+    return NoAnswer(f"http_{answer.status}")
 
 
-def _decline(answer: Answer) -> Declined | Unknown:
+def _decline(answer: Answer) -> Declined | NoAnswer:
     error = _error_of(answer)
     if error is None or error.get("type") != "card_error":
-        return Unknown("http_402_unparseable")
+        return NoAnswer("http_402_unparseable")
     try:
         intent = parse_intent(error.get("payment_intent"))
     except PspParseError as exc:
-        return Unknown(f"unparseable: {exc}")
+        return NoAnswer(f"unparseable: {exc}")
     decline = error.get("decline_code")
     return Declined(
         error["code"], decline if isinstance(decline, str) else None, str(error.get("message", "")), intent
     )
 
 
-def _applied(answer: Answer, parse: Callable[[Any], T]) -> Applied[T] | Unknown:
+def _applied(answer: Answer, parse: Callable[[Any], T]) -> Applied[T] | NoAnswer:
     try:
         return Applied(parse(json.loads(answer.body)))
     except (ValueError, PspParseError) as exc:
-        return Unknown(f"unparseable: {str(exc)[:200]}")
+        return NoAnswer(f"unparseable: {str(exc)[:200]}")
 
 
 def intent_write(result: Answer | Failure) -> IntentWrite:
     if isinstance(result, Failure):
-        return Unknown(result.reason)
+        return NoAnswer(result.reason)
     if 200 <= result.status < 300:
         return _applied(result, parse_intent)
     if result.status == 402:
@@ -96,53 +96,51 @@ def intent_write(result: Answer | Failure) -> IntentWrite:
 
 def refund_write(result: Answer | Failure) -> RefundWrite:
     if isinstance(result, Failure):
-        return Unknown(result.reason)
+        return NoAnswer(result.reason)
     if 200 <= result.status < 300:
         return _applied(result, parse_refund)
-    return _classify_failure(result) if result.status != 402 else Unknown("http_402_on_refund")
+    return _classify_failure(result) if result.status != 402 else NoAnswer("http_402_on_refund")
 
 
-def lookup_one(result: Answer | Failure, parse: Callable[[Any], T]) -> Found[T] | NotFound | Unknown:
+def lookup_one(result: Answer | Failure, parse: Callable[[Any], T]) -> Found[T] | Absent | NoAnswer:
     if isinstance(result, Failure):
-        return Unknown(result.reason)
+        return NoAnswer(result.reason)
     if result.status == 404:
         error = _error_of(result)
         # Only the PSP's "no such object" is an answer; a 404 from a wrong URL or a proxy is not.
-        return (
-            NotFound() if error is not None and error["code"] == "resource_missing" else Unknown("http_404")
-        )
+        return Absent() if error is not None and error["code"] == "resource_missing" else NoAnswer("http_404")
     if result.status != 200:
-        return Unknown(f"http_{result.status}")
+        return NoAnswer(f"http_{result.status}")
     try:
         return Found(parse(json.loads(result.body)))
     except (ValueError, PspParseError) as exc:
-        return Unknown(f"unparseable: {str(exc)[:200]}")
+        return NoAnswer(f"unparseable: {str(exc)[:200]}")
 
 
-def parse_list(result: Answer | Failure, parse: Callable[[Any], T]) -> tuple[T, ...] | Unknown:
-    """Every object of a complete list answer, or Unknown."""
+def parse_list(result: Answer | Failure, parse: Callable[[Any], T]) -> tuple[T, ...] | NoAnswer:
+    """Every object of a complete list answer, or NoAnswer."""
     if isinstance(result, Failure):
-        return Unknown(result.reason)
+        return NoAnswer(result.reason)
     if result.status != 200:
-        return Unknown(f"http_{result.status}")
+        return NoAnswer(f"http_{result.status}")
     try:
         document = json.loads(result.body)
         items = document.get("data") if isinstance(document, dict) else None
         if not isinstance(items, list) or document.get("has_more") is not False:
-            return Unknown("unparseable: expected a complete list")
+            return NoAnswer("unparseable: expected a complete list")
         return tuple(parse(item) for item in items)
     except (ValueError, PspParseError) as exc:
-        return Unknown(f"unparseable: {str(exc)[:200]}")
+        return NoAnswer(f"unparseable: {str(exc)[:200]}")
 
 
 def lookup_list(
     result: Answer | Failure, parse: Callable[[Any], T], matches: Callable[[T], bool]
-) -> Found[T] | NotFound | Ambiguous[T] | Unknown:
+) -> Found[T] | Absent | Conflict[T] | NoAnswer:
     found = parse_list(result, parse)
-    if isinstance(found, Unknown):
+    if isinstance(found, NoAnswer):
         return found
     if not all(matches(item) for item in found):
-        return Unknown("list holds an object with another reference")
+        return NoAnswer("list holds an object with another reference")
     if not found:
-        return NotFound()
-    return Found(found[0]) if len(found) == 1 else Ambiguous(found)
+        return Absent()
+    return Found(found[0]) if len(found) == 1 else Conflict(found)

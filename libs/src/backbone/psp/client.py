@@ -3,7 +3,7 @@
 Every write takes OUR operation id and sends it as the ``Idempotency-Key``: repeating a write with the
 same operation id (after a timeout, a crash, a redelivery) can never apply it twice while the PSP
 keeps the key (24 h by default at simpsp). Nothing is retried here (see ``transport``); every
-timeout, connection error, 5xx or unreadable answer is ``Unknown`` (``answers`` maps every HTTP
+timeout, connection error, 5xx or unreadable answer is ``NoAnswer`` (``answers`` maps every HTTP
 answer; ``results`` says what each result means).
 
 Thread-safe: one client per process, shared by worker threads (a keep-alive pool inside).
@@ -23,9 +23,9 @@ from backbone.psp.model import PaymentIntent, Refund, parse_intent, parse_refund
 from backbone.psp.results import (
     IntentLookup,
     IntentWrite,
+    NoAnswer,
     RefundLookup,
     RefundWrite,
-    Unknown,
 )
 from backbone.psp.transport import Answer, Failure, HttpPool, TransportSettings
 from backbone.settings import Secret, setting
@@ -185,7 +185,7 @@ class PspClient:
         return answers.lookup_one(self._get(f"/v1/payment_intents/{quote(intent_id, safe='')}"), parse_intent)
 
     def find_intent_by_reference(self, reference: str) -> IntentLookup:
-        """The intent(s) carrying our reference: Found, NotFound (a complete empty answer), Ambiguous."""
+        """The intent(s) carrying our reference: Found, Absent (a complete empty answer), Conflict."""
         result = self._get("/v1/payment_intents?" + urlencode({"reference": reference}))
         return answers.lookup_list(result, parse_intent, lambda i: i.reference == reference)
 
@@ -196,12 +196,12 @@ class PspClient:
         result = self._get("/v1/refunds?" + urlencode({"reference": reference}))
         return answers.lookup_list(result, parse_refund, lambda r: r.reference == reference)
 
-    def list_refunds(self, intent_id: str) -> tuple[Refund, ...] | Unknown:
-        """Every refund of an intent (complete list), or Unknown."""
+    def list_refunds(self, intent_id: str) -> tuple[Refund, ...] | NoAnswer:
+        """Every refund of an intent (complete list), or NoAnswer."""
         result = self._get("/v1/refunds?" + urlencode({"payment_intent": intent_id}))
         found = answers.parse_list(result, parse_refund)
-        if not isinstance(found, Unknown) and not all(r.payment_intent_id == intent_id for r in found):
-            return Unknown("list holds a refund of another intent")
+        if not isinstance(found, NoAnswer) and not all(r.payment_intent_id == intent_id for r in found):
+            return NoAnswer("list holds a refund of another intent")
         return found
 
 

@@ -6,18 +6,18 @@ Writes (create, confirm, capture, cancel, complete_action -> ``IntentWrite``; re
   (``requires_action`` is not a failure; a refund may be ``pending``).
 - ``Declined(...)``: HTTP 402 card error: authoritative proof that this authorization attempt failed
   (card declined, 3-D Secure failed). The intent went back to ``requires_payment_method``.
-- ``Rejected(status, code, message)``: a definite 4xx answer: the PSP did not execute this request
+- ``Refused(status, code, message)``: a definite 4xx answer: the PSP did not execute this request
   (validation, wrong state, amount too large, unknown object, bad API key, body too large), or the
   operation id was already used for a different request (``idempotency_key_reused``: a bug in the
   caller; the earlier request's effect stands).
-- ``Unknown(reason)``: anything else: timeout, connection error, 5xx, 408, 429, 409 other than
+- ``NoAnswer(reason)``: anything else: timeout, connection error, 5xx, 408, 429, 409 other than
   ``idempotency_key_reused``, a 3xx, or an answer we cannot parse. The call may or may not have been
   applied: resolve by a status query, a webhook, or by repeating it with the same operation id while the
   PSP still keeps the key. Never treat it as a failure.
 
-Lookups (``IntentLookup``, ``RefundLookup``): ``Found(value)``, ``NotFound()`` (a complete answer: HTTP
-404 ``resource_missing``, or an empty list by reference), ``Ambiguous(values)`` (more than one object
-carries the reference: e.g. a create repeated after the PSP's idempotency key expired), ``Unknown``.
+Lookups (``IntentLookup``, ``RefundLookup``): ``Found(value)``, ``Absent()`` (a complete answer: HTTP
+404 ``resource_missing``, or an empty list by reference), ``Conflict(values)`` (more than one object
+carries the reference: e.g. a create repeated after the PSP's idempotency key expired), ``NoAnswer``.
 "No answer" is never "not found".
 """
 
@@ -45,14 +45,14 @@ class Declined:
 
 
 @dataclass(frozen=True, slots=True)
-class Rejected:
+class Refused:
     status: int
     code: str
     message: str
 
 
 @dataclass(frozen=True, slots=True)
-class Unknown:
+class NoAnswer:
     reason: str
 
 
@@ -62,16 +62,16 @@ class Found(Generic[T]):
 
 
 @dataclass(frozen=True, slots=True)
-class NotFound:
+class Absent:
     pass
 
 
 @dataclass(frozen=True, slots=True)
-class Ambiguous(Generic[T]):
+class Conflict(Generic[T]):
     values: tuple[T, ...]
 
 
-IntentWrite = Applied[PaymentIntent] | Declined | Rejected | Unknown
-RefundWrite = Applied[Refund] | Rejected | Unknown
-IntentLookup = Found[PaymentIntent] | NotFound | Ambiguous[PaymentIntent] | Unknown
-RefundLookup = Found[Refund] | NotFound | Ambiguous[Refund] | Unknown
+IntentWrite = Applied[PaymentIntent] | Declined | Refused | NoAnswer
+RefundWrite = Applied[Refund] | Refused | NoAnswer
+IntentLookup = Found[PaymentIntent] | Absent | Conflict[PaymentIntent] | NoAnswer
+RefundLookup = Found[Refund] | Absent | Conflict[Refund] | NoAnswer

@@ -195,7 +195,7 @@ def test_lookup_window_starts_before_the_claim_on_the_server_clock() -> None:
 
 
 def test_backoff_grows_and_is_capped() -> None:
-    """Silent lookups back off exponentially up to the cap."""
+    """Unanswered lookups back off exponentially up to the cap."""
     assert [backoff_ms(n, TIMING) for n in (1, 2, 3)] == [1_000, 2_000, 4_000]
     assert backoff_ms(50, TIMING) == 60_000
 

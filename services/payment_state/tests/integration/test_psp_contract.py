@@ -14,7 +14,7 @@ from payment_state.adapters.memory_psp import MemoryPsp
 from payment_state.adapters.simpsp import SimPsp
 from payment_state.application.ports import (
     Absent,
-    Answered,
+    Applied,
     AuthorizeCall,
     CallResult,
     CancelCall,
@@ -62,7 +62,7 @@ def authorize(
 
 
 def intent_of(result: CallResult | object) -> IntentFact:
-    assert isinstance(result, Answered | Found), result
+    assert isinstance(result, Applied | Found), result
     assert isinstance(result.fact, IntentFact)
     return result.fact
 
@@ -121,7 +121,7 @@ def test_refunds_are_capped_and_found_by_our_operation(psp: Psp) -> None:
     intent = intent_of(authorize(psp, capture="automatic", amount=1_000))
     op1, payment = ids()
     first = psp.execute(RefundCall(op1, payment, intent.provider_payment_id, 700, "EUR", None))
-    assert isinstance(first, Answered) and isinstance(first.fact, RefundFact)
+    assert isinstance(first, Applied) and isinstance(first.fact, RefundFact)
     assert (first.fact.status, first.fact.amount_minor, first.fact.our_reference) == (
         RefundStatus.SUCCEEDED,
         700,

@@ -1,4 +1,4 @@
-"""Call faults through the real client: a lost answer is Unknown and the query shows what happened;
+"""Call faults through the real client: a lost answer is NoAnswer and the query shows what happened;
 idempotency keys (our operation ids) make repeats safe; key reuse and key expiry behave as documented."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import concurrent.futures
 import time
 
 from backbone.ids import new_id
-from backbone.psp import Ambiguous, Applied, Found, NotFound, Rejected, Unknown
+from backbone.psp import Absent, Applied, Conflict, Found, NoAnswer, Refused
 from psp_sim.testing import SimProcess
 
 
@@ -26,12 +26,12 @@ def _create(
 
 
 def test_apply_then_lose_response_is_unknown_and_the_query_shows_it_applied(psp: SimProcess) -> None:
-    """A 500 after the commit is Unknown (never a failure); lookup by reference finds the intent, and
+    """A 500 after the commit is NoAnswer (never a failure); lookup by reference finds the intent, and
     repeating the call with the same operation id replays the original success without a second intent."""
     reference, op = new_id("pay"), new_id("op")
     psp.fault(kind="apply_then_fail", operation="create", count=1)
     first = _create(psp, op, reference)
-    assert isinstance(first, Unknown) and first.reason == "http_500"
+    assert isinstance(first, NoAnswer) and first.reason == "http_500"
     with psp.client() as client:
         found = client.find_intent_by_reference(reference)
         assert isinstance(found, Found) and found.value.status == "requires_capture"
@@ -41,7 +41,7 @@ def test_apply_then_lose_response_is_unknown_and_the_query_shows_it_applied(psp:
 
 
 def test_apply_then_hang_past_the_client_timeout_is_unknown_and_the_capture_happened(psp: SimProcess) -> None:
-    """The PSP captures, then hangs longer than the client's timeout: the client answers Unknown
+    """The PSP captures, then hangs longer than the client's timeout: the client answers NoAnswer
     ("timeout") within its bound, and a status query shows the capture."""
     reference = new_id("pay")
     authorized = _create(psp, new_id("op"), reference)
@@ -49,32 +49,32 @@ def test_apply_then_hang_past_the_client_timeout_is_unknown_and_the_capture_happ
     psp.fault(kind="apply_then_hang", operation="capture", reference=reference, hang_ms=3000, count=1)
     with psp.client(timeout_ms=700) as client:
         result = client.capture_intent(new_id("op"), authorized.value.id)
-        assert result == Unknown("timeout")
+        assert result == NoAnswer("timeout")
         found = client.retrieve_intent(authorized.value.id)
         assert isinstance(found, Found)
         assert found.value.status == "succeeded" and found.value.amount_received_minor == 1000
 
 
 def test_fail_without_apply_is_unknown_and_nothing_was_applied(psp: SimProcess) -> None:
-    """A 503 before anything happens is also Unknown to the client; the lookup proves nothing was
+    """A 503 before anything happens is also NoAnswer to the client; the lookup proves nothing was
     created, and the same operation id then executes normally (no idempotency record was kept)."""
     reference, op = new_id("pay"), new_id("op")
     psp.fault(kind="fail_without_apply", reference=reference, count=1)
     first = _create(psp, op, reference)
-    assert first == Unknown("http_503")
+    assert first == NoAnswer("http_503")
     with psp.client() as client:
-        assert client.find_intent_by_reference(reference) == NotFound()
+        assert client.find_intent_by_reference(reference) == Absent()
     second = _create(psp, op, reference)
     assert isinstance(second, Applied) and second.value.reference == reference
 
 
 def test_a_hanging_status_query_is_unknown_not_not_found(psp: SimProcess) -> None:
-    """A lookup that gets no answer is Unknown: "no data" is never "no such payment"."""
+    """A lookup that gets no answer is NoAnswer: "no data" is never "no such payment"."""
     reference = new_id("pay")
     assert isinstance(_create(psp, new_id("op"), reference), Applied)
     psp.fault(kind="hang_without_apply", operation="retrieve", reference=reference, hang_ms=2000, count=1)
     with psp.client(timeout_ms=500) as client:
-        assert client.find_intent_by_reference(reference) == Unknown("timeout")
+        assert client.find_intent_by_reference(reference) == NoAnswer("timeout")
         assert isinstance(client.find_intent_by_reference(reference), Found)
 
 
@@ -94,11 +94,11 @@ def test_same_operation_id_replays_the_exact_answer_and_applies_once(psp: SimPro
 
 
 def test_same_operation_id_with_a_different_request_is_rejected_and_changes_nothing(psp: SimProcess) -> None:
-    """Key reuse with another body is 409 idempotency_key_reused (Rejected); the first effect stands."""
+    """Key reuse with another body is 409 idempotency_key_reused (Refused); the first effect stands."""
     reference, op = new_id("pay"), new_id("op")
     assert isinstance(_create(psp, op, reference, amount_minor=1000), Applied)
     reused = _create(psp, op, reference, amount_minor=2000)
-    assert isinstance(reused, Rejected)
+    assert isinstance(reused, Refused)
     assert (reused.status, reused.code) == (409, "idempotency_key_reused")
     with psp.client() as client:
         found = client.find_intent_by_reference(reference)
@@ -118,7 +118,7 @@ def test_concurrent_calls_with_one_operation_id_execute_once(psp: SimProcess) ->
 
 def test_after_the_idempotency_key_expires_a_repeat_creates_a_second_intent(psp: SimProcess) -> None:
     """The provider-idempotency-expiry scenario: with a 1 s TTL, repeating a create after expiry makes a
-    second intent; lookup by reference then answers Ambiguous, so the caller can see the duplicate."""
+    second intent; lookup by reference then answers Conflict, so the caller can see the duplicate."""
     psp.ok("PATCH", "/control/config", {"idempotency_ttl_s": 1})
     reference, op = new_id("pay"), new_id("op")
     first = _create(psp, op, reference, confirm=False)
@@ -128,4 +128,4 @@ def test_after_the_idempotency_key_expires_a_repeat_creates_a_second_intent(psp:
     assert first.value.id != second.value.id
     with psp.client() as client:
         found = client.find_intent_by_reference(reference)
-    assert isinstance(found, Ambiguous) and {i.id for i in found.values} == {first.value.id, second.value.id}
+    assert isinstance(found, Conflict) and {i.id for i in found.values} == {first.value.id, second.value.id}

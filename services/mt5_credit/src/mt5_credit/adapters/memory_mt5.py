@@ -16,15 +16,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from mt5_credit.application.ports import (
+    Absent,
     Applied,
-    BalanceOutcome,
-    DealAbsent,
-    DealConflict,
-    DealFound,
+    BalanceResult,
+    Conflict,
     DealLookup,
-    LookupSilent,
+    Found,
+    NoAnswer,
     Refused,
-    Silent,
 )
 
 
@@ -58,26 +57,24 @@ class MemoryMt5:
 
     def balance(
         self, login: int, amount_minor: int, currency: str, comment: str, *, check_margin: bool
-    ) -> BalanceOutcome:
+    ) -> BalanceResult:
         with self._lock:
             self.calls += 1
             fault = self.script.popleft() if self.script else "ok"
             self.clock_ms += 1
             if fault == "silent_before":
-                return Silent("timeout before apply (scripted)")
+                return NoAnswer("timeout before apply (scripted)")
             if fault == "refuse" or login not in self.balances:
-                return Refused(
-                    "13 Not found" if login not in self.balances else "3 Invalid params", "refused"
-                )
+                return Refused(13 if login not in self.balances else 3, "refused")
             if self.currencies[login] != currency:
                 return Refused(None, f"account currency is {self.currencies[login]}")
             if check_margin and self.balances[login] + amount_minor < 0:
-                return Refused("10019 Not enough money", "not enough money")
+                return Refused(10019, "not enough money")
             self.balances[login] += amount_minor
             ticket = len(self.deals) + 1
             self.deals.append(Deal(ticket, login, amount_minor, currency, comment[:31], self.clock_ms))
             if fault == "silent_after":
-                return Silent("timeout after apply (scripted)")
+                return NoAnswer("timeout after apply (scripted)")
             return Applied(ticket)
 
     def find_balance_deal(
@@ -85,19 +82,19 @@ class MemoryMt5:
     ) -> DealLookup:
         with self._lock:
             if self.lookups_silent:
-                return LookupSilent("lookup timeout (scripted)")
+                return NoAnswer("lookup timeout (scripted)")
             hits = [
                 d
                 for d in self.deals
                 if d.login == login and d.comment == comment[:31] and from_ms <= d.time_ms <= to_ms
             ]
             if not hits:
-                return DealAbsent()
+                return Absent()
             if len(hits) > 1:
-                return DealConflict("two deals carry the comment", tuple(d.ticket for d in hits))
+                return Conflict("two deals carry the comment", tuple(d.ticket for d in hits))
             if hits[0].amount_minor != amount_minor or hits[0].currency != currency:
-                return DealConflict("the deal's amount differs", (hits[0].ticket,))
-            return DealFound(hits[0].ticket)
+                return Conflict("the deal's amount differs", (hits[0].ticket,))
+            return Found(hits[0].ticket)
 
     def server_time_ms(self) -> int | None:
         with self._lock:

@@ -1,8 +1,7 @@
 """The MT5 port over backbone's Web API gateway (one keep-alive manager session per worker).
 
-Maps the gateway's closed results onto the application's, one to one: Credited -> Applied,
-Rejected -> Refused, NoAnswer -> Silent (for a balance) or LookupSilent (for a lookup). Deal times
-are whole seconds on the server's clock; the window is widened to whole seconds outwards.
+The gateway's closed results are the application's (no renaming). Deal times are whole seconds on
+the server's clock; the lookup window is widened to whole seconds outwards.
 """
 
 from __future__ import annotations
@@ -10,30 +9,15 @@ from __future__ import annotations
 from typing import assert_never
 
 from backbone.mt5 import (
-    Absent,
-    Conflict,
-    Credited,
+    BalanceResult,
+    DealLookup,
     DealType,
-    Found,
     Mt5Gateway,
     Mt5GatewaySettings,
     NoAnswer,
-    Rejected,
     ServerTime,
 )
 from backbone.settings import load_settings_or_exit
-
-from mt5_credit.application.ports import (
-    Applied,
-    BalanceOutcome,
-    DealAbsent,
-    DealConflict,
-    DealFound,
-    DealLookup,
-    LookupSilent,
-    Refused,
-    Silent,
-)
 
 # Deals on the login around the call: only balance operations (EnDealAction 2) are ours.
 DEAL_TYPE = DealType.BALANCE
@@ -62,35 +46,15 @@ class GatewayMt5:
 
     def balance(
         self, login: int, amount_minor: int, currency: str, comment: str, *, check_margin: bool
-    ) -> BalanceOutcome:
-        result = self._gateway.balance(login, amount_minor, currency, DEAL_TYPE, comment, check_margin)
-        match result:
-            case Credited(ticket=ticket):
-                return Applied(ticket)
-            case Rejected(retcode=retcode, reason=reason):
-                return Refused(None if retcode is None else str(retcode), reason)
-            case NoAnswer(reason=reason, sent=sent):
-                return Silent(reason if sent else f"{reason} (not sent)")
-            case _:
-                assert_never(result)
+    ) -> BalanceResult:
+        return self._gateway.balance(login, amount_minor, currency, DEAL_TYPE, comment, check_margin)
 
     def find_balance_deal(
         self, login: int, comment: str, amount_minor: int, currency: str, from_ms: int, to_ms: int
     ) -> DealLookup:
-        result = self._gateway.find_balance_deal(
+        return self._gateway.find_balance_deal(
             login, comment, amount_minor, currency, DEAL_TYPE, from_ms // 1000, -(-to_ms // 1000)
         )
-        match result:
-            case Found(ticket=ticket):
-                return DealFound(ticket)
-            case Absent():
-                return DealAbsent()
-            case Conflict(reason=reason, tickets=tickets):
-                return DealConflict(reason, tickets)
-            case NoAnswer(reason=reason):
-                return LookupSilent(reason)
-            case _:
-                assert_never(result)
 
     def server_time_ms(self) -> int | None:
         result = self._gateway.server_time()

@@ -20,7 +20,7 @@ from backbone.outbox.writer import OutboxWriter
 from mt5_credit.adapters import store
 from mt5_credit.adapters.store import CreditRow
 from mt5_credit.application import events, metrics
-from mt5_credit.application.ports import Applied, Mt5Port, Refused, Silent
+from mt5_credit.application.ports import Applied, Mt5Port, NoAnswer, Refused
 from mt5_credit.domain.intake import Account, precheck
 from mt5_credit.domain.model import CreditKind, CreditStatus, mt5_comment, signed_amount_minor
 
@@ -129,8 +129,9 @@ class Executor:
                     if done:  # the gateway logged the call and its ticket already
                         events.publish(self._conn, self._outbox, row, events.done_event(row, ticket))
                 case Refused(retcode=retcode, reason=reason):
-                    self._fail(row, retcode, reason, case_kind="rejected")
-                case Silent(reason=reason):
+                    self._fail(row, None if retcode is None else str(retcode), reason, case_kind="rejected")
+                case NoAnswer(reason=why, sent=sent):
+                    reason = why if sent else f"{why} (not sent)"
                     store.finish(
                         self._conn,
                         row,

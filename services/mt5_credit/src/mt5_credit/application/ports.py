@@ -1,70 +1,26 @@
 """The ports the application needs, as Protocols, with closed result sets.
 
-The MT5 port is what the gateway adapter (backbone.mt5) offers, reduced to the two calls a credit
-needs. Results are closed unions: a caller matches every case (STYLE.md habit 4).
+The MT5 port is what the gateway adapter (backbone.mt5) offers, reduced to the calls a credit needs,
+with the gateway's own closed results: a caller matches every case (STYLE.md habit 4).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
+
+from backbone.mt5 import Absent, Applied, BalanceResult, Conflict, DealLookup, Found, NoAnswer, Refused
 
 from mt5_credit.domain.fx import FxQuote
 
-
-@dataclass(frozen=True)
-class Applied:
-    """MT5 confirmed the balance operation: a deal exists."""
-
-    ticket: int
-
-
-@dataclass(frozen=True)
-class Refused:
-    """MT5 clearly did not apply it (a definite retcode, or a refusal before sending)."""
-
-    retcode: str | None
-    reason: str
-
-
-@dataclass(frozen=True)
-class Silent:
-    """No trustworthy answer: timeout, disconnect, garbage, another account's data."""
-
-    reason: str
-
-
-BalanceOutcome = Applied | Refused | Silent
-
-
-@dataclass(frozen=True)
-class DealFound:
-    ticket: int
-
-
-@dataclass(frozen=True)
-class DealAbsent:
-    """A complete, successful answer for the whole window, without the deal."""
-
-
-@dataclass(frozen=True)
-class DealConflict:
-    reason: str
-    tickets: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class LookupSilent:
-    reason: str
-
-
-DealLookup = DealFound | DealAbsent | DealConflict | LookupSilent
+# The outcomes are backbone.mt5's own, used as they are (one vocabulary from the gateway to the
+# statuses): a balance call is Applied | Refused | NoAnswer, a lookup Found | Absent | Conflict | NoAnswer.
+__all__ = ["Absent", "Applied", "BalanceResult", "Conflict", "DealLookup", "Found", "NoAnswer", "Refused"]
 
 
 class Mt5Port(Protocol):
     def balance(
         self, login: int, amount_minor: int, currency: str, comment: str, *, check_margin: bool
-    ) -> BalanceOutcome:
+    ) -> BalanceResult:
         """One balance operation (deal type 2), signed amount in minor units. Never retried."""
         ...
 

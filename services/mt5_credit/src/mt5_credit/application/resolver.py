@@ -20,12 +20,12 @@ from mt5_credit.adapters import store
 from mt5_credit.adapters.store import CreditRow
 from mt5_credit.application import events, metrics
 from mt5_credit.application.ports import (
-    DealAbsent,
-    DealConflict,
-    DealFound,
+    Absent,
+    Conflict,
     DealLookup,
-    LookupSilent,
+    Found,
     Mt5Port,
+    NoAnswer,
 )
 from mt5_credit.domain.model import CreditKind, CreditStatus, mt5_comment, signed_amount_minor
 from mt5_credit.domain.resolve import LookupKind, ResolveTiming, after_lookup, backoff_ms, lookup_window_ms
@@ -67,7 +67,7 @@ class Resolver:
 
     def _lookup(self, row: CreditRow, server_now_ms: int | None, db_now_ms: int) -> DealLookup:
         if server_now_ms is None:
-            return LookupSilent("MT5 server time unavailable")
+            return NoAnswer("MT5 server time unavailable")
         first_claim_ms = row.first_claimed_at_ms if row.first_claimed_at_ms is not None else db_now_ms
         from_ms, to_ms = lookup_window_ms(
             min(first_claim_ms, db_now_ms), db_now_ms, server_now_ms, self._timing
@@ -83,20 +83,20 @@ class Resolver:
 
     def _resolve(self, row: CreditRow, lookup: DealLookup) -> None:
         match lookup:
-            case DealFound():
+            case Found():
                 kind, detail = LookupKind.FOUND, f"ticket {lookup.ticket}"
-            case DealAbsent():
+            case Absent():
                 kind, detail = LookupKind.ABSENT, "complete answer"
-            case DealConflict():
+            case Conflict():
                 kind, detail = LookupKind.CONFLICT, f"{lookup.reason}; tickets {list(lookup.tickets)}"
-            case LookupSilent():
+            case NoAnswer():
                 kind, detail = LookupKind.NO_ANSWER, lookup.reason
         metrics.LOOKUP_OUTCOMES.labels(kind.value).inc()
         silent = kind is LookupKind.NO_ANSWER
         verdict = after_lookup(kind, row.silent_lookups + (1 if silent else 0), self._timing)
         reason = f"{verdict.reason}: {detail}"
         target = CreditStatus(verdict.target)
-        ticket = lookup.ticket if isinstance(lookup, DealFound) else None
+        ticket = lookup.ticket if isinstance(lookup, Found) else None
         delay_ms = backoff_ms(row.silent_lookups + 1, self._timing) if silent else 0
         with self._conn.transaction():
             moved = store.resolve(

@@ -21,7 +21,7 @@ from typing import Final
 
 from payment_state.application.ports import (
     Absent,
-    Answered,
+    Applied,
     AuthorizeCall,
     CallResult,
     CancelCall,
@@ -29,7 +29,6 @@ from payment_state.application.ports import (
     Found,
     Lookup,
     NoAnswer,
-    NoOutcome,
     ProviderCall,
     RefundCall,
     Refused,
@@ -66,12 +65,12 @@ class MemoryPsp:
             self.calls.append(call)
             fault = self.fail_next.pop(0) if self.fail_next else None
             if self.unavailable or fault == "timeout":
-                return NoOutcome("timeout")
+                return NoAnswer("timeout")
             result = self._keys.get(call.operation_id)
             if result is None:
                 result = self._perform(call)
                 self._keys[call.operation_id] = result
-            return NoOutcome("timeout") if fault == "lost_response" else result
+            return NoAnswer("timeout") if fault == "lost_response" else result
 
     def find_payment(self, payment_id: str, provider_payment_id: str | None) -> Lookup:
         with self._lock:
@@ -155,7 +154,7 @@ class MemoryPsp:
                 intent, status=IntentStatus.AUTHORIZED, amount_capturable_minor=call.amount_minor
             )
         self.intents[intent_id] = intent
-        return Answered(intent)
+        return Applied(intent)
 
     def _capture(self, call: CaptureCall) -> CallResult:
         intent = self.intents.get(call.provider_payment_id)
@@ -164,7 +163,7 @@ class MemoryPsp:
         captured = replace(intent, status=IntentStatus.CAPTURED, amount_capturable_minor=0,
                            amount_received_minor=call.amount_minor)  # fmt: skip
         self.intents[intent.provider_payment_id] = captured
-        return Answered(captured)
+        return Applied(captured)
 
     def _cancel(self, call: CancelCall) -> CallResult:
         intent = self.intents.get(call.provider_payment_id)
@@ -174,7 +173,7 @@ class MemoryPsp:
         canceled = replace(intent, status=IntentStatus.CANCELED, amount_capturable_minor=0,
                            cancellation_reason=reason, next_action_url=None)  # fmt: skip
         self.intents[intent.provider_payment_id] = canceled
-        return Answered(canceled)
+        return Applied(canceled)
 
     def _refund(self, call: RefundCall) -> CallResult:
         intent = self.intents.get(call.provider_payment_id)
@@ -191,4 +190,4 @@ class MemoryPsp:
                             call.currency, our_reference=call.operation_id)  # fmt: skip
         self.refunds[refund.provider_refund_id] = refund
         self._by_reference[call.operation_id] = refund.provider_refund_id
-        return Answered(refund)
+        return Applied(refund)

@@ -1,14 +1,14 @@
 """The ``Psp`` port on the simulator's Stripe-like API, through ``backbone.psp.PspClient``.
 
 Mapping of the client's closed results onto the port's:
-- ``Applied(intent|refund)`` → ``Answered(fact)``;
+- ``Applied(intent|refund)`` → ``Applied(fact)``;
 - ``Declined`` (a card error on our authorization) → ``Refused`` with the decline code;
-- ``Rejected`` (a definite 4xx: not executed) → ``Refused``, except when it proves nothing about the
+- ``Refused`` (a definite 4xx: not executed) → ``Refused``, except when it proves nothing about the
   operation itself: ``idempotency_key_reused`` (an earlier request under this operation id stands:
-  find out what it did) and 401/403 (our credentials, not the payment): those are ``NoOutcome``;
-- ``Unknown`` → ``NoOutcome``: the call may have been applied.
+  find out what it did) and 401/403 (our credentials, not the payment): those are ``NoAnswer``;
+- ``NoAnswer`` → ``NoAnswer``: the call may have been applied.
 Lookups go by the provider's id when we know it, else by our reference (payment id for intents,
-operation id for refunds); ``NotFound`` is a complete answer (``Absent``), ``Ambiguous`` several
+operation id for refunds); ``Absent`` is a complete answer (``Absent``), ``Conflict`` several
 objects under our reference, anything else ``NoAnswer``.
 """
 
@@ -18,21 +18,21 @@ from typing import Final, assert_never
 
 from backbone.logs import get_logger
 from backbone.psp import (
-    Ambiguous,
+    Absent,
     Applied,
+    Conflict,
     Declined,
     Found,
     IntentLookup,
     IntentWrite,
-    NotFound,
+    NoAnswer,
     PaymentIntent,
     PspClient,
     PspClientSettings,
     Refund,
     RefundLookup,
     RefundWrite,
-    Rejected,
-    Unknown,
+    Refused,
 )
 
 from payment_state.adapters.simpsp_objects import intent_fact, refund_fact
@@ -116,18 +116,18 @@ def _fact(value: PaymentIntent | Refund) -> IntentFact | RefundFact:
 def _call_result(operation_id: str, result: IntentWrite | RefundWrite) -> ports.CallResult:
     match result:
         case Applied(value=value):
-            return ports.Answered(_fact(value))
+            return ports.Applied(_fact(value))
         case Declined(code=code, decline_code=decline_code, message=message, intent=intent):
             return ports.Refused(CallRefused(operation_id, decline_code or code, message, intent.id))
-        case Rejected(status=status, code=code, message=message):
+        case Refused(status=status, code=code, message=message):
             if status in _NOT_ABOUT_THE_PAYMENT or code == "idempotency_key_reused":
                 log.error(
                     "psp.rejected_not_about_the_payment", operation_id=operation_id, status=status, code=code
                 )
-                return ports.NoOutcome(f"rejected_{status}_{code}")
+                return ports.NoAnswer(f"rejected_{status}_{code}")
             return ports.Refused(CallRefused(operation_id, code, message or None))
-        case Unknown(reason=reason):
-            return ports.NoOutcome(reason)
+        case NoAnswer(reason=reason):
+            return ports.NoAnswer(reason)
         case _:
             assert_never(result)
 
@@ -136,11 +136,11 @@ def _lookup(result: IntentLookup | RefundLookup) -> ports.Lookup:
     match result:
         case Found(value=value):
             return ports.Found(_fact(value))
-        case NotFound():
+        case Absent():
             return ports.Absent()
-        case Ambiguous(values=values):
-            return ports.Ambiguous(len(values))
-        case Unknown(reason=reason):
+        case Conflict(values=values):
+            return ports.Conflict(len(values))
+        case NoAnswer(reason=reason):
             return ports.NoAnswer(reason)
         case _:
             assert_never(result)

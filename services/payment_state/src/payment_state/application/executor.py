@@ -30,16 +30,15 @@ from payment_state.application import metrics
 from payment_state.application.context import Context
 from payment_state.application.ports import (
     Absent,
-    Ambiguous,
-    Answered,
+    Applied,
     AuthorizeCall,
     CallResult,
     CancelCall,
     CaptureCall,
+    Conflict,
     Found,
     Lookup,
     NoAnswer,
-    NoOutcome,
     ProviderCall,
     Psp,
     RefundCall,
@@ -181,7 +180,7 @@ class OperationExecutor:
     def _record_call_result(self, payment_id: str, op: Operation, result: CallResult) -> None:
         with self._tx() as conn:
             match result:
-                case Answered(fact=fact) | Refused(fact=fact):
+                case Applied(fact=fact) | Refused(fact=fact):
                     apply_provider_fact(
                         conn,
                         self._ctx,
@@ -191,7 +190,7 @@ class OperationExecutor:
                         payment_id=payment_id,
                     )
                     delay_ms = self._delay_after_answer(conn, payment_id, op.operation_id)
-                case NoOutcome(reason=reason):
+                case NoAnswer(reason=reason):
                     ops_sql.mark_unknown(conn, op.operation_id, reason)
                     log.warning("executor.outcome_unknown", operation_id=op.operation_id, reason=reason)
                     delay_ms = self._reschedule_unknown(conn, payment_id, op.operation_id)
@@ -248,7 +247,7 @@ class OperationExecutor:
                 return "found_not_done" if not_done else "found_pending"
             case Absent():
                 return "absent"
-            case Ambiguous():
+            case Conflict():
                 return "ambiguous"
             case NoAnswer():
                 return "no_answer"

@@ -4,12 +4,12 @@ An adapter (``adapters/simpsp.py`` for the simulator's Stripe-like API, ``adapte
 for unit tests) turns the provider's answers into our facts. Contract:
 - every call carries our operation id as the provider idempotency key; sending the same call again
   with the same id never moves money twice (as long as the provider remembers the key);
-- ``Answered`` is the provider's object after the call, ``Refused`` a definite refusal (a decline,
+- ``Applied`` is the provider's object after the call, ``Refused`` a definite refusal (a decline,
   an invalid request): both are facts;
-- anything else (timeout, 5xx, connection lost, an answer we cannot read) is ``NoOutcome``: the
+- anything else (timeout, 5xx, connection lost, an answer we cannot read) is ``NoAnswer``: the
   money may or may not have moved, and only a lookup or a webhook will tell;
 - lookups never move money: ``Found`` the object, ``Absent`` (the provider says it has no such
-  object: authoritative), ``Ambiguous`` (several objects carry our reference) or ``NoAnswer``.
+  object: authoritative), ``Conflict`` (several objects carry our reference) or ``NoAnswer``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ ProviderCall = AuthorizeCall | CaptureCall | CancelCall | RefundCall
 
 
 @dataclass(frozen=True, slots=True)
-class Answered:
+class Applied:
     fact: IntentFact | RefundFact
 
 
@@ -71,11 +71,13 @@ class Refused:
 
 
 @dataclass(frozen=True, slots=True)
-class NoOutcome:
+class NoAnswer:
+    """The provider may or may not have acted (a call), or could not be asked (a lookup)."""
+
     reason: str  # e.g. "timeout", "http_503", "connection_lost"
 
 
-CallResult = Answered | Refused | NoOutcome
+CallResult = Applied | Refused | NoAnswer
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,19 +91,14 @@ class Absent:
 
 
 @dataclass(frozen=True, slots=True)
-class Ambiguous:
+class Conflict:
     """More than one provider object carries our reference (e.g. a create repeated after the
     provider forgot the idempotency key): a possible double charge, for a person."""
 
     count: int
 
 
-@dataclass(frozen=True, slots=True)
-class NoAnswer:
-    reason: str
-
-
-Lookup = Found | Absent | Ambiguous | NoAnswer
+Lookup = Found | Absent | Conflict | NoAnswer
 
 
 class Psp(Protocol):
