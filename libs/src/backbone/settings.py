@@ -13,7 +13,7 @@ import os
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, NoReturn, TypeVar, Union
 
@@ -47,9 +47,18 @@ class SettingsError(Exception):
         super().__init__("invalid configuration: " + "; ".join(problems))
 
 
-def setting(env: str, default: Any = _MISSING, *, secret: bool = False, doc: str = "") -> Any:
-    """Declare a settings field read from environment variable ``env``."""
-    meta = {"env": env, "secret": secret, "doc": doc}
+def setting(
+    env: str,
+    default: Any = _MISSING,
+    *,
+    secret: bool = False,
+    doc: str = "",
+    check: Callable[[Any], object] | None = None,
+) -> Any:
+    """Declare a settings field read from environment variable ``env``. ``check`` validates the
+    converted value (raise ValueError with the reason): a bad value is refused at start, like a
+    value of the wrong type, naming the variable."""
+    meta = {"env": env, "secret": secret, "doc": doc, "check": check}
     if default is _MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -72,6 +81,9 @@ def load_settings(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
             continue
         try:
             values[field.name] = _convert(raw, hints[field.name])
+            check = field.metadata.get("check")
+            if check is not None:
+                check(values[field.name])
         except ValueError as exc:
             if field.metadata.get("secret"):
                 # The conversion error may quote the value (int() does): say nothing of it.

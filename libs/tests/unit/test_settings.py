@@ -234,3 +234,24 @@ def test_load_settings_or_exit_exits_2_naming_the_variable(capsys: pytest.Captur
     assert "T_PORT='x' is invalid" in captured.err
     assert "s3cr3t-pw" not in captured.err
     assert captured.out == ""
+
+
+def test_a_field_check_refuses_a_bad_value_naming_the_variable() -> None:
+    """``setting(check=...)``: a value of the right type that the check refuses is a start-up
+    problem naming the variable and the reason, like a value of the wrong type."""
+    import dataclasses  # noqa: PLC0415
+
+    from backbone.settings import SettingsError, load_settings, setting  # noqa: PLC0415
+
+    def positive_even(value: int) -> None:
+        if value <= 0 or value % 2:
+            raise ValueError("must be a positive even number")
+
+    @dataclasses.dataclass(frozen=True)
+    class Checked:
+        lanes: int = setting("LANES", 2, check=positive_even)
+
+    assert load_settings(Checked, {"LANES": "4"}).lanes == 4
+    with pytest.raises(SettingsError) as refused:
+        load_settings(Checked, {"LANES": "3"})
+    assert "LANES='3' is invalid: must be a positive even number" in str(refused.value)

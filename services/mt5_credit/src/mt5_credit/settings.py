@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backbone.consumer.settings import ConsumerSettings
 from backbone.settings import Secret, setting
+
+from mt5_credit.adapters.rates import FixedRates
+
+FX_DOC = "fixed FX table like EUR:USD=1.0835,GBP:USD=1.2710 (units of the second per one of the first)"
 
 
 @dataclass(frozen=True)
@@ -46,5 +51,13 @@ class HttpSettings:
     admin_token: Secret = setting("MT5_CREDIT_ADMIN_TOKEN", secret=True, doc="token for account mapping")
     host: str = setting("HTTP_HOST", "127.0.0.1")
     port: int = setting("HTTP_PORT", 8083)
-    fx_rates: str = setting("FX_RATES", "", doc="fixed table like EUR:USD=1.0835,GBP:USD=1.2710")
+    fx_rates: str = setting("FX_RATES", "", doc=FX_DOC, check=FixedRates.parse)
     body_bytes_max: int = setting("HTTP_BODY_BYTES_MAX", 16_384)
+
+
+@dataclass(frozen=True)
+class ConsumeSettings(ConsumerSettings):
+    """The consumer (``python -m mt5_credit consume``): the backbone's consumer settings plus the FX
+    table a deposit in another currency is converted with (the same table as the HTTP API's)."""
+
+    fx_rates: str = setting("FX_RATES", "", doc=FX_DOC, check=FixedRates.parse)

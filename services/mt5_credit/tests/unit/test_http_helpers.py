@@ -38,3 +38,16 @@ def test_intent_digest_covers_the_request() -> None:
     assert a.digest() == IntentRequest("m1", "c1", 5001, 100, "USD").digest()
     assert a.digest() != IntentRequest("m1", "c1", 5001, 101, "USD").digest()
     assert a.digest() != IntentRequest("m1", "c1", 5002, 100, "USD").digest()
+
+
+def test_a_bad_fx_table_refuses_to_start_naming_the_variable() -> None:
+    """FX_RATES goes through the typed settings of both processes that convert (the API and the
+    consumer): a malformed table is a start-up problem naming the variable, not a traceback."""
+    from backbone.settings import SettingsError, load_settings  # noqa: PLC0415
+    from mt5_credit.settings import ConsumeSettings  # noqa: PLC0415
+
+    env = {"CONSUMER_NAME": "c", "DATABASE_URL": "postgresql://x", "KAFKA_BOOTSTRAP_SERVERS": "k:1"}
+    env |= {"CONSUMER_TOPICS": "t", "FX_RATES": "EUR:USD=abc"}
+    with pytest.raises(SettingsError, match="FX_RATES"):
+        load_settings(ConsumeSettings, env)
+    assert load_settings(ConsumeSettings, {**env, "FX_RATES": "EUR:USD=1.08"}).fx_rates == "EUR:USD=1.08"

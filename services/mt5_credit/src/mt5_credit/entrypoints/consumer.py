@@ -8,25 +8,26 @@ from __future__ import annotations
 
 import os
 
-from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.avro import AvroCodec
 from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler, per_event
 from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import TopicCatalogue, topic_name
 from backbone.outbox.writer import OutboxWriter
 
-from mt5_credit.adapters.rates import FixedRates
+from mt5_credit import bootstrap
 from mt5_credit.application.intake import Intake
+from mt5_credit.settings import ConsumeSettings
 
 
 def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter | None]:
-    codec = AvroCodec(SchemaCatalogue.default())
-    catalogue = TopicCatalogue.default()
-    intake = Intake(FixedRates.parse(os.environ.get("FX_RATES", "")))
-    return per_event(intake.handle), codec, catalogue, OutboxWriter(codec, catalogue, "mt5_credit")
+    assert isinstance(settings, ConsumeSettings)
+    avro = bootstrap.codec()
+    intake = Intake(bootstrap.rates(settings.fx_rates))
+    return per_event(intake.handle), avro, TopicCatalogue.default(), bootstrap.outbox_writer(avro)
 
 
 def main() -> None:
-    os.environ.setdefault("CONSUMER_NAME", "mt5_credit")
+    os.environ.setdefault("CONSUMER_NAME", bootstrap.SERVICE_NAME)
     os.environ.setdefault("CONSUMER_TOPICS", topic_name("payments.events"))
-    run_consumer_from_env(build)
+    run_consumer_from_env(build, ConsumeSettings)

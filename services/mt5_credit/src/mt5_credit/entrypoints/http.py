@@ -26,8 +26,8 @@ from backbone.postgres import make_pool
 from backbone.settings import load_settings_or_exit
 from psycopg_pool import ConnectionPool
 
+from mt5_credit import bootstrap
 from mt5_credit.adapters import store
-from mt5_credit.adapters.rates import FixedRates
 from mt5_credit.application.intents import Created, IntentRefused, IntentRequest, create_intent
 from mt5_credit.domain.intake import Account
 from mt5_credit.settings import HttpSettings
@@ -53,7 +53,7 @@ class Api:
         self._pool = pool
         self._health = health
         self._database = database
-        self._rates = FixedRates.parse(settings.fx_rates)
+        self._rates = bootstrap.rates(settings.fx_rates)
         self._tokens = _parse_tokens(settings.api_tokens.reveal())
         self._admin = settings.admin_token.reveal()
 

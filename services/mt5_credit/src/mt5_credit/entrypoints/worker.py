@@ -13,20 +13,18 @@ import time
 from typing import Final
 
 import psycopg
-from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.health import Health
 from backbone.invariants import InvariantViolation
-from backbone.kafka.topics import TopicCatalogue
 from backbone.logs import configure_logging, get_logger
 from backbone.mt5 import Mt5GatewaySettings
 from backbone.outage import Dependency
-from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import load_settings_or_exit
 
+from mt5_credit import bootstrap
 from mt5_credit.adapters import store
-from mt5_credit.adapters.mt5 import GatewayMt5, call_budget_ms
+from mt5_credit.adapters.mt5 import call_budget_ms
 from mt5_credit.application import metrics
 from mt5_credit.application.executor import Executor, ExecutorConfig
 from mt5_credit.application.ports import Mt5Port
@@ -59,10 +57,6 @@ def resolve_timing(settings: WorkerSettings, call_budget_ms: int) -> ResolveTimi
     )
 
 
-def outbox_writer() -> OutboxWriter:
-    return OutboxWriter(AvroCodec(SchemaCatalogue.default()), TopicCatalogue.default(), "mt5_credit")
-
-
 class Worker:
     """One process, ``len(lanes)`` lanes: each lane is a thread with its own database connection and
     its own MT5 manager session (calls on a session stay serialized), claiming like a separate worker.
@@ -79,7 +73,7 @@ class Worker:
         self._lanes = lanes
         self._config = executor_config(settings, call_budget_ms)  # lease >= budget + margin, or no start
         self._timing = resolve_timing(settings, call_budget_ms)
-        self._outbox = outbox_writer()
+        self._outbox = bootstrap.outbox_writer()
         self._stopping = threading.Event()
         self._health = health
         self._database = Dependency("database", "mt5_credit-worker", health, up=False)
@@ -174,7 +168,7 @@ def main() -> None:
     except InvariantViolation as exc:
         print(f"mt5_credit worker: refusing to start: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    lanes = [GatewayMt5.from_settings(gateway_settings) for _ in range(settings.lanes)]
+    lanes = bootstrap.mt5_lanes(gateway_settings, settings.lanes)
     worker = Worker(settings, list(lanes), budget_ms, health)
     stop_on_signals(worker.stop, "worker")
     try:
