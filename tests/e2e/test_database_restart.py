@@ -136,11 +136,11 @@ def _start_apis(cluster: PrivatePostgres, workdir: Path) -> tuple[list[Proc], li
     specs = [
         ("payment_state", ["-m", "payment_state", "api"], {"PAYMENT_STATE_API_TOKENS": f"{TOKEN}=m1",
          "PAYMENT_STATE_HTTP_PORT": str(ports["payment_state"])}, _payment),
-        ("mt5_credit", ["-m", "mt5_credit", "http"], {"MT5_CREDIT_API_TOKENS": f"{TOKEN}=m1",
+        ("mt5_credit", ["-m", "mt5_credit", "api"], {"MT5_CREDIT_API_TOKENS": f"{TOKEN}=m1",
          "MT5_CREDIT_ADMIN_TOKEN": ADMIN_TOKEN, "HTTP_PORT": str(ports["mt5_credit"])}, _account),
         ("ledger", ["-m", "ledger", "api"], {"LEDGER_API_TOKENS_FILE": str(tokens),
          "LEDGER_HTTP_PORT": str(ports["ledger"]), "LEDGER_HTTP_HOST": "127.0.0.1"}, _journals),
-        ("webhook_gateway", ["-m", "webhook_gateway", "serve"], {"SIMPSP_WEBHOOK_SECRET": SECRET,
+        ("webhook_gateway", ["-m", "webhook_gateway", "api"], {"SIMPSP_WEBHOOK_SECRET": SECRET,
          "HTTP_PORT": str(ports["webhook_gateway"]), "HTTP_HOST": "127.0.0.1"}, _webhook),
     ]  # fmt: skip
     procs, apis = [], []

@@ -54,7 +54,7 @@ def test_every_process_is_alive_and_ready_idle_and_under_load(system: System) ->
     for name in system.procs:
         status, body = system.readiness(name)
         assert status == 200 and "database" in body, (name, body)
-    for name in ("payment_state-inbound", "mt5_credit-consume", "ledger-consume"):
+    for name in ("payment_state-consume", "mt5_credit-consume", "ledger-consume"):
         assert {"kafka", "group"} <= set(system.readiness(name)[1]), name
 
     def deposits() -> None:
@@ -92,16 +92,14 @@ def test_a_stuck_executor_and_a_blocked_api_are_red(system: System) -> None:
     """payment-state's executor restarted to hang after its first pass that claimed work: a new
     payment makes it claim, and its /healthz turns 503. mt5-credit's HTTP API restarted to block its
     event loop in the next handler: one request, and /healthz no longer answers."""
-    system.restart("payment_state-executor", BACKBONE_FAILPOINTS="payment_state.after_executor_pass=hang")
-    wait_until(lambda: system.health("payment_state-executor")[0] == 200, 30, "the restarted executor alive")
+    system.restart("payment_state-worker", BACKBONE_FAILPOINTS="payment_state.after_executor_pass=hang")
+    wait_until(lambda: system.health("payment_state-worker")[0] == 200, 30, "the restarted executor alive")
     system.open_mt5_account(7420, "cust-exec")
     system.create_deposit("cust-exec", 7420, 5_000, "pm_card_visa")
-    wait_until(
-        lambda: system.health("payment_state-executor")[0] == 503, 60, "the executor's liveness to fail"
-    )
+    wait_until(lambda: system.health("payment_state-worker")[0] == 503, 60, "the executor's liveness to fail")
 
-    api = system.restart("mt5_credit-http", BACKBONE_FAILPOINTS="http.request=hang")
-    wait_until(lambda: system.health("mt5_credit-http")[0] == 200, 30, "the restarted API alive")
+    api = system.restart("mt5_credit-api", BACKBONE_FAILPOINTS="http.request=hang")
+    wait_until(lambda: system.health("mt5_credit-api")[0] == 200, 30, "the restarted API alive")
 
     def blocking_request() -> None:
         with contextlib.suppress(OSError):  # never answered: the process is killed at the end
@@ -109,5 +107,5 @@ def test_a_stuck_executor_and_a_blocked_api_are_red(system: System) -> None:
 
     blocked = threading.Thread(target=blocking_request, daemon=True)
     blocked.start()
-    wait_until(lambda: system.health("mt5_credit-http")[0] == 0, 30, "the blocked API to stop answering")
+    wait_until(lambda: system.health("mt5_credit-api")[0] == 0, 30, "the blocked API to stop answering")
     assert api.popen.poll() is None

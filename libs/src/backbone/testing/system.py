@@ -66,7 +66,7 @@ MT5_WORKER_ENV: Final = {
 CONSUMER_ENV: Final = {"CONSUMER_POLL_TIMEOUT_MS": "100", "CONSUMER_BATCH_LINGER_MS": "5"}
 RELAY_ENV: Final = {"OUTBOX_POLL_INTERVAL_MS": "100"}
 HTTP_PROCESSES: Final = frozenset(
-    {"gateway", "payment_state-api", "mt5_credit-http", "ledger-api", "psp_sim"}
+    {"gateway-api", "payment_state-api", "mt5_credit-api", "ledger-api", "psp_sim"}
 )
 
 
@@ -177,9 +177,9 @@ class System:
         if name in self.health_ports:
             return f"http://127.0.0.1:{self.health_ports[name]}"
         return {
-            "gateway": self.urls.gateway,
+            "gateway-api": self.urls.gateway,
             "payment_state-api": self.urls.payment_state,
-            "mt5_credit-http": self.urls.mt5_credit,
+            "mt5_credit-api": self.urls.mt5_credit,
             "ledger-api": self.urls.ledger,
             "psp_sim": self.urls.psp,
         }[name]
@@ -195,7 +195,7 @@ class System:
         if self.with_ledger:
             self._start_ledger()
         for name, url in (
-            ("gateway", self.urls.gateway + "/healthz"),
+            ("gateway-api", self.urls.gateway + "/healthz"),
             ("psp_sim", self.urls.psp + "/healthz"),
             ("payment_state", self.urls.payment_state + "/healthz"),
             ("mt5_credit", self.urls.mt5_credit + "/healthz"),
@@ -213,7 +213,7 @@ class System:
         url, port = self._db("webhook_gateway"), free_port()
         self.urls.gateway = f"http://127.0.0.1:{port}"
         env = {"DATABASE_URL": url, "SIMPSP_WEBHOOK_SECRET": WEBHOOK_SECRET, "HTTP_PORT": str(port)}
-        self._run("gateway", ["-m", "webhook_gateway", "serve"], env)
+        self._run("gateway-api", ["-m", "webhook_gateway", "api"], env)
         self._run("gateway-relay", ["-m", "webhook_gateway", "relay"], {"DATABASE_URL": url, **RELAY_ENV})
 
     def _start_psp(self) -> None:
@@ -244,8 +244,8 @@ class System:
             "PAYMENT_STATE_DB_POOL_SIZE_MAX": "4",
         }
         self._run("payment_state-api", ["-m", "payment_state", "api"], api_env)
-        self._run("payment_state-executor", ["-m", "payment_state", "executor"], {**db, **psp})
-        self._run("payment_state-inbound", ["-m", "payment_state", "inbound"], {**db, **CONSUMER_ENV})
+        self._run("payment_state-worker", ["-m", "payment_state", "worker"], {**db, **psp})
+        self._run("payment_state-consume", ["-m", "payment_state", "consume"], {**db, **CONSUMER_ENV})
         self._run("payment_state-relay", ["-m", "payment_state", "relay"], {**db, **RELAY_ENV})
 
     def _start_mt5_credit(self) -> None:
@@ -265,7 +265,7 @@ class System:
             "MT5_MANAGER_PASSWORD": MANAGER_PASSWORD,
             **MT5_WORKER_ENV,
         }
-        self._run("mt5_credit-http", ["-m", "mt5_credit", "http"], api_env)
+        self._run("mt5_credit-api", ["-m", "mt5_credit", "api"], api_env)
         self._run("mt5_credit-consume", ["-m", "mt5_credit", "consume"], {**db, **CONSUMER_ENV})
         self._run("mt5_credit-worker", ["-m", "mt5_credit", "worker"], {**db, **mt5})
         self._run("mt5_credit-relay", ["-m", "mt5_credit", "relay"], {**db, **RELAY_ENV})

@@ -1,45 +1,66 @@
-"""``python -m mt5_credit consume|worker|relay|http|migrate``: one process kind per command."""
+"""``python -m mt5_credit api|consume|worker|relay|migrate|dlq ...``: one process kind per command.
+
+- ``api``: the HTTP API (accounts, deposit intents, credit status; old name ``http``);
+- ``consume``: payments.events become credit/debit rows (or cases);
+- ``worker``: claim -> MT5 -> resolve, in lanes;
+- ``relay``: publishes the outbox to Kafka;
+- ``migrate``: applies the backbone's and mt5-credit's migrations to ``DATABASE_URL``;
+- ``dlq list|replay|discard``: the consumer's dead letters (operators; audited).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
+from typing import Final
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
-USAGE = "usage: python -m mt5_credit consume|worker|relay|http|migrate"
+from backbone.cli import dispatch, migrate_command
+
+MIGRATIONS: Final = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def _api(_: list[str]) -> None:
+    from mt5_credit.entrypoints import http  # noqa: PLC0415 - import only what the process runs
+
+    http.main()
+
+
+def _consume(_: list[str]) -> None:
+    from mt5_credit.entrypoints import consumer  # noqa: PLC0415
+
+    consumer.main()
+
+
+def _worker(_: list[str]) -> None:
+    from mt5_credit.entrypoints import worker  # noqa: PLC0415
+
+    worker.main()
+
+
+def _relay(_: list[str]) -> None:
+    from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415
+
+    os.environ.setdefault("SERVICE_NAME", "mt5_credit")
+    run_relay_from_env()
+
+
+def _dlq(argv: list[str]) -> int:
+    from mt5_credit.entrypoints import consumer  # noqa: PLC0415
+
+    return consumer.dlq(argv)
 
 
 def main(argv: list[str]) -> int:
-    command = argv[0] if argv else ""
-    if command == "consume":
-        from mt5_credit.entrypoints import consumer  # noqa: PLC0415 - import only what the process runs
-
-        consumer.main()
-    elif command == "worker":
-        from mt5_credit.entrypoints import worker  # noqa: PLC0415
-
-        worker.main()
-    elif command == "http":
-        from mt5_credit.entrypoints import http  # noqa: PLC0415
-
-        http.main()
-    elif command == "relay":
-        from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415
-
-        os.environ.setdefault("SERVICE_NAME", "mt5_credit")
-        run_relay_from_env()
-    elif command == "migrate":
-        from backbone.postgres.migrations import MigrationSource, backbone_source, migrate  # noqa: PLC0415
-
-        for name in migrate(
-            os.environ["DATABASE_URL"], [backbone_source(), MigrationSource("mt5_credit", MIGRATIONS)]
-        ):
-            print(f"applied {name}")
-    else:
-        print(USAGE, file=sys.stderr)
-        return 2
-    return 0
+    commands = {
+        "api": _api,
+        "consume": _consume,
+        "worker": _worker,
+        "relay": _relay,
+        "migrate": migrate_command("mt5_credit", MIGRATIONS),
+        "dlq": _dlq,
+    }
+    return dispatch("mt5_credit", argv, commands, aliases={"http": "api"})
 
 
 if __name__ == "__main__":

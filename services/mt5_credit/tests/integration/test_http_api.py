@@ -64,7 +64,7 @@ def api(stack: Stack, tmp_path: Path) -> Iterator[tuple[Client, str]]:
         "MT5_CREDIT_ADMIN_TOKEN": ADMIN,
         "FX_RATES": "EUR:USD=1.0835",
     }
-    proc = Proc(["-m", "mt5_credit", "http"], env, tmp_path / "http.log")
+    proc = Proc(["-m", "mt5_credit", "api"], env, tmp_path / "http.log")
     client = Client(f"http://127.0.0.1:{port}")
     wait_until(lambda: _answers(client), timeout_s=20, what="mt5_credit http")
     try:

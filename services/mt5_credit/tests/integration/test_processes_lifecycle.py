@@ -49,7 +49,7 @@ def test_a_lease_shorter_than_the_call_budget_refuses_to_start(db_url: str, tmp_
 def test_missing_settings_refuse_to_start_and_name_the_variable(db_url: str, tmp_path: Path) -> None:
     """The HTTP API without its tokens, the worker without its MT5 password: exit 2, variable named."""
     http = Proc(
-        ["-m", "mt5_credit", "http"],
+        ["-m", "mt5_credit", "api"],
         {"DATABASE_URL": db_url, "MT5_CREDIT_API_TOKENS": "", "MT5_CREDIT_ADMIN_TOKEN": ""},
         tmp_path / "http.log",
     )

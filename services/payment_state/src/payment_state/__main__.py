@@ -1,48 +1,66 @@
-"""``python -m payment_state api|executor|inbound|relay|dlq ...``: payment-state's processes.
+"""``python -m payment_state api|worker|consume|relay|migrate|dlq ...``: payment-state's processes.
 
 - ``api``: the HTTP API (port ``PAYMENT_STATE_HTTP_PORT``, default 8082);
-- ``executor``: calls the PSP for open operations and resolves unknown outcomes;
-- ``inbound``: consumes payments.commands and psp.provider-events;
+- ``worker``: calls the PSP for open operations and resolves unknown outcomes (old name ``executor``);
+- ``consume``: consumes payments.commands and psp.provider-events (old name ``inbound``);
 - ``relay``: publishes the outbox to Kafka (``SERVICE_NAME`` defaults to ``payment_state``);
-- ``dlq list|replay|discard``: the inbound consumer's dead letters (operators; audited).
-Migrations: ``python -m backbone.postgres.migrations --url $DATABASE_URL services/payment_state/migrations``.
+- ``migrate``: applies the backbone's and payment-state's migrations to ``DATABASE_URL``;
+- ``dlq list|replay|discard``: the consumer's dead letters (operators; audited).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+from typing import Final
 
-USAGE = "usage: python -m payment_state api|executor|inbound|relay|dlq ..."
+from backbone.cli import dispatch, migrate_command
+
+MIGRATIONS: Final = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def _api(_: list[str]) -> None:
+    from payment_state.entrypoints import api  # noqa: PLC0415 - each process imports what it runs
+
+    api.main()
+
+
+def _worker(_: list[str]) -> None:
+    from payment_state.entrypoints import executor  # noqa: PLC0415
+
+    executor.main()
+
+
+def _consume(_: list[str]) -> None:
+    from payment_state.entrypoints import inbound  # noqa: PLC0415
+
+    inbound.main()
+
+
+def _relay(_: list[str]) -> None:
+    from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415
+
+    os.environ.setdefault("SERVICE_NAME", "payment_state")
+    run_relay_from_env()
+
+
+def _dlq(argv: list[str]) -> int:
+    from payment_state.entrypoints import dlq  # noqa: PLC0415
+
+    return dlq.main(argv)
 
 
 def main(argv: list[str]) -> int:
-    command = argv[0] if argv else ""
-    if command == "api":
-        from payment_state.entrypoints import api  # noqa: PLC0415 - each process imports what it runs
-
-        api.main()
-    elif command == "executor":
-        from payment_state.entrypoints import executor  # noqa: PLC0415
-
-        executor.main()
-    elif command == "inbound":
-        from payment_state.entrypoints import inbound  # noqa: PLC0415
-
-        inbound.main()
-    elif command == "relay":
-        from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415
-
-        os.environ.setdefault("SERVICE_NAME", "payment_state")
-        run_relay_from_env()
-    elif command == "dlq":
-        from payment_state.entrypoints import dlq  # noqa: PLC0415
-
-        return dlq.main(argv[1:])
-    else:
-        print(USAGE, file=sys.stderr)
-        return 2
-    return 0
+    commands = {
+        "api": _api,
+        "worker": _worker,
+        "consume": _consume,
+        "relay": _relay,
+        "migrate": migrate_command("payment_state", MIGRATIONS),
+        "dlq": _dlq,
+    }
+    return dispatch("payment_state", argv, commands, aliases={"executor": "worker", "inbound": "consume"})
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ class World:
     def restart_executor(self, **overrides: str) -> None:
         if self.executor is not None:
             self.executor.terminate()
-        self.executor = self.service.start("executor", **self.executor_env(**overrides))
+        self.executor = self.service.start("worker", **self.executor_env(**overrides))
 
     def quiet(self) -> None:
         """Wait until the PSP has no webhook left to deliver (fault rules then hit this test only)."""
@@ -81,7 +81,7 @@ def world(service: Service, stack: Stack) -> Iterator[World]:
     sim = PspSim(sim_db, service.logs_dir, PSP_SIM_WEBHOOK_URL=gateway.url).start()
     port = free_port()
     service.start("api", PAYMENT_STATE_HTTP_PORT=str(port), PAYMENT_STATE_HTTP_HOST="127.0.0.1")
-    inbound = service.start("inbound")
+    inbound = service.start("consume")
     service.start("relay")
     world = World(service, sim, gateway, Http(port), sim.client())
     world.restart_executor()

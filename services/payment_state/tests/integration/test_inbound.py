@@ -30,8 +30,8 @@ _seq = itertools.count(1)
 
 @pytest.fixture(scope="module")
 def running(service: Service) -> Iterator[dict[str, Proc]]:
-    procs = {"inbound": service.start("inbound"), "relay": service.start("relay")}
-    procs["inbound"].wait_for_log("consumer.assigned", timeout_s=30)
+    procs = {"consume": service.start("consume"), "relay": service.start("relay")}
+    procs["consume"].wait_for_log("consumer.assigned", timeout_s=30)
     yield procs
 
 

@@ -14,7 +14,7 @@ from payment_state.testing import Service
 
 @pytest.mark.parametrize(("command", "needed"), [
     ("api", ["DATABASE_URL", "PAYMENT_STATE_API_TOKENS"]),
-    ("executor", ["DATABASE_URL", "PSP_BASE_URL", "PSP_API_KEY"]),
+    ("worker", ["DATABASE_URL", "PSP_BASE_URL", "PSP_API_KEY"]),
 ])  # fmt: skip
 def test_missing_settings_refuse_to_start(command: str, needed: list[str]) -> None:
     """Without its required variables a process exits with status 2 and names each of them."""
@@ -50,7 +50,7 @@ def test_bad_token_setting_never_prints_the_token(service: Service) -> None:
 
 def test_executor_stops_cleanly_on_sigterm(service: Service) -> None:
     """SIGTERM ends the executor's loop after its current pass: exit status 0, 'executor.stopped'."""
-    proc = service.start("executor", PSP_BASE_URL="http://127.0.0.1:9", PSP_API_KEY="sk_test_unused_key")
+    proc = service.start("worker", PSP_BASE_URL="http://127.0.0.1:9", PSP_API_KEY="sk_test_unused_key")
     proc.wait_for_log("executor.started", timeout_s=30)
     assert proc.terminate() == 0
     wait_until(lambda: "executor.stopped" in proc.logs(), 5, "the stop log line")

@@ -28,7 +28,7 @@ def start_gateway(stack: Stack, tmp_path: Path) -> Iterator[StartGateway]:
             created.append(db_url)
         port = free_port()
         env = gateway_env(db_url, port, **overrides)
-        proc = Proc(["-m", "webhook_gateway", "serve"], env, tmp_path / f"gateway-{port}.log")
+        proc = Proc(["-m", "webhook_gateway", "api"], env, tmp_path / f"gateway-{port}.log")
         gateway = Gateway(db_url, port, proc, [proc])
         started.append(gateway)
         wait_ready(gateway)
@@ -48,7 +48,7 @@ def gateway(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     db_url = databases.create_database(stack.pg_admin_url, [MIGRATIONS], prefix="t_wh")
     port = free_port()
     logs = tmp_path_factory.mktemp("gateway")
-    proc = Proc(["-m", "webhook_gateway", "serve"], gateway_env(db_url, port), logs / "gateway.log")
+    proc = Proc(["-m", "webhook_gateway", "api"], gateway_env(db_url, port), logs / "gateway.log")
     shared = Gateway(db_url, port, proc, [proc])
     try:
         wait_ready(shared)

@@ -106,7 +106,7 @@ def test_misconfigured_gateway_refuses_to_start(tmp_path) -> None:  # type: igno
         "DATABASE_URL": "postgresql://x:hidden-password@127.0.0.1:1/x",
         "SIMPSP_WEBHOOK_SECRET": "too-short",
     }
-    proc = Proc(["-m", "webhook_gateway", "serve"], {**env, "HTTP_PORT": "-1"}, tmp_path / "bad.log")
+    proc = Proc(["-m", "webhook_gateway", "api"], {**env, "HTTP_PORT": "-1"}, tmp_path / "bad.log")
     assert proc.wait_exit(30) == 2
     output = proc.logs()
     assert "SIMPSP_WEBHOOK_SECRET=<secret> is invalid" in output

@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 
 from backbone.avro import AvroCodec
+from backbone.consumer.dlq import ReplayContext, dlq_main
 from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler, per_event
 from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import TopicCatalogue, topic_name
 from backbone.outbox.writer import OutboxWriter
+from backbone.settings import load_settings_or_exit
 
 from mt5_credit import bootstrap
 from mt5_credit.application.intake import Intake
@@ -31,3 +33,17 @@ def main() -> None:
     os.environ.setdefault("CONSUMER_NAME", bootstrap.SERVICE_NAME)
     os.environ.setdefault("CONSUMER_TOPICS", topic_name("payments.events"))
     run_consumer_from_env(build, ConsumeSettings)
+
+
+def dlq(argv: list[str]) -> int:
+    """``python -m mt5_credit dlq list|replay|discard``: the consumer's dead letters, replayed through
+    the consumer's own handler."""
+    os.environ.setdefault("CONSUMER_NAME", bootstrap.SERVICE_NAME)
+    os.environ.setdefault("CONSUMER_TOPICS", topic_name("payments.events"))
+    settings = load_settings_or_exit(ConsumeSettings)
+
+    def context() -> ReplayContext:
+        handler, avro, catalogue, outbox = build(settings)
+        return ReplayContext(settings.consumer_name, handler, avro, catalogue, outbox)
+
+    return dlq_main(argv, settings.database_url.reveal(), context)

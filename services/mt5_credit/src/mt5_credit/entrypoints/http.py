@@ -289,14 +289,14 @@ def _probe(pool: ConnectionPool) -> Callable[[], Awaitable[object]]:
 
 def main() -> None:
     settings = load_settings_or_exit(HttpSettings)
-    configure_logging("mt5_credit-http")
+    configure_logging("mt5_credit-api")
     health = Health.configured()
-    database = Dependency("database", "mt5_credit-http", health, up=False)
+    database = Dependency("database", "mt5_credit-api", health, up=False)
     pool = make_pool(
         settings.database_url.reveal(),
         size_min=1,
         size_max=4,
-        name="mt5_credit-http",
+        name="mt5_credit-api",
         timeout_s=POOL_TIMEOUT_S,
     )
     app = Api(settings, pool, health, database).app()

@@ -47,7 +47,7 @@ class ExecutorLoop:
         self._url = database_url
         self._poll_s = poll_interval_ms / 1000
         self._health = health
-        self._database = Dependency("database", "payment_state-executor", health, up=False)
+        self._database = Dependency("database", "payment_state-worker", health, up=False)
         self._stop = threading.Event()
         self._listen: psycopg.Connection | None = None
         self._last_metrics = 0.0
@@ -130,7 +130,7 @@ def _load_settings() -> tuple[ExecutorSettings, PspClientSettings]:
 
 def main() -> None:
     settings, psp_settings = _load_settings()
-    configure_logging("payment_state-executor")
+    configure_logging("payment_state-worker")
     health = health_for(settings.health_port)
     url = settings.database_url.reveal()
     pool = bootstrap.pool(url, settings.db_pool_size_max, "payment-state-executor")
