@@ -6,12 +6,15 @@ from __future__ import annotations
 from typing import Final
 
 from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.consumer.messages import UnitOfWork
 from backbone.kafka.topics import TopicCatalogue
 from backbone.mt5 import Mt5GatewaySettings
 from backbone.outbox.writer import OutboxWriter
 
 from mt5_credit.adapters.mt5 import GatewayMt5
+from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.adapters.rates import FixedRates
+from mt5_credit.application.ports import CreditStore
 
 SERVICE_NAME: Final = "mt5_credit"  # as in schemas/topics.toml (the producer of mt5.credit-events)
 
@@ -22,6 +25,11 @@ def codec() -> AvroCodec:
 
 def outbox_writer(avro: AvroCodec | None = None) -> OutboxWriter:
     return OutboxWriter(avro or codec(), TopicCatalogue.default(), SERVICE_NAME)
+
+
+def store_for(uow: UnitOfWork) -> CreditStore:
+    """The credit store on a consumer batch's unit of work (its transaction, its outbox)."""
+    return PgCreditStore(uow.conn, uow.outbox)
 
 
 def rates(spec: str) -> FixedRates:

@@ -19,8 +19,8 @@ from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect
 from backbone.testing import databases
 from backbone.testing.stack import Stack
-from mt5_credit.adapters import store
 from mt5_credit.adapters.memory_mt5 import MemoryMt5
+from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.adapters.rates import FixedRates
 from mt5_credit.application.executor import Executor, ExecutorConfig
 from mt5_credit.application.intake import Intake
@@ -48,28 +48,30 @@ class World:
     lease_ms: int = 60_000
 
     def __post_init__(self) -> None:
-        self.intake = Intake(RATES)
+        self.store = PgCreditStore(self.conn, self.outbox)
+        self.intake = Intake(RATES, lambda uow: PgCreditStore(uow.conn, self.outbox))
         self.timing = ResolveTiming(1, 0, 900_000, 1, 1, 3)  # lookups due at once, backoff ~0
 
     def executor(self, conn: psycopg.Connection | None = None) -> Executor:
         config = ExecutorConfig(
             batch_size_max=50, lease_ms=self.lease_ms, call_timeout_ms=1, lease_margin_ms=0
         )
-        return Executor(conn or self.conn, self.mt5, self.outbox, config)
+        store = self.store if conn is None else PgCreditStore(conn, self.outbox)
+        return Executor(store, self.mt5, config)
 
     def resolver(self) -> Resolver:
-        return Resolver(self.conn, self.mt5, self.outbox, self.timing, 50)
+        return Resolver(self.store, self.mt5, self.timing, 50)
 
     def account(
         self, login: int, customer: str, currency: str = "USD", enabled: bool = True, balance: int = 0
     ) -> None:
-        with self.conn.transaction():
-            store.upsert_account(self.conn, Account(login, customer, currency, enabled))
+        with self.store.transaction():
+            self.store.upsert_account(Account(login, customer, currency, enabled))
         self.mt5.open_account(login, currency, balance)
 
     def intent(self, customer: str, login: int, amount_minor: int = 50_000, currency: str = "USD") -> str:
         result = create_intent(
-            self.conn,
+            self.store,
             IntentRequest("m1", customer, login, amount_minor, currency),
             f"key-{next(_seq):08d}",
             RATES,

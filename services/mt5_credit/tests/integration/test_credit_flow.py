@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 
 import psycopg
 from backbone.postgres import connect
-from mt5_credit.adapters import store
 from mt5_credit.domain.intake import Account, NewRow
-from mt5_credit.domain.model import CreditKind
+from mt5_credit.domain.model import CreditKind, CreditStatus
 
 if TYPE_CHECKING:  # the fixture's type; conftest is not importable under importlib mode
     from conftest import World
@@ -88,7 +87,7 @@ def test_worker_dead_after_claim_lease_expires_to_unknown_never_pending(world: W
     cid = _one_credit(world)
     world.lease_ms = 1
     with world.conn.transaction():
-        store.claim(world.conn, 10, 1)  # the "worker" claims and dies without calling MT5
+        world.store.claim(10, 1)  # the "worker" claims and dies without calling MT5
     world.conn.execute("SELECT pg_sleep(0.01)")
     world.executor().run_once()  # the next pass expires the lease: unknown, not pending, no call
     assert world.row(cid)["status"] == "unknown"
@@ -104,7 +103,7 @@ def test_mt5_applied_then_our_db_write_failed_is_found_by_the_lookup(world: Worl
     """The call applied but recording failed (the claim is still 'claimed'): lease -> unknown -> found."""
     cid = _one_credit(world)
     with world.conn.transaction():
-        (_row,) = store.claim(world.conn, 10, 1)
+        (_row,) = world.store.claim(10, 1)
     assert (
         world.mt5.balance(5001, 50_000, "USD", f"dep:{cid}", check_margin=True).__class__.__name__
         == "Applied"
@@ -121,12 +120,12 @@ def test_late_definite_answer_after_lease_expiry_is_still_recorded(world: World)
     token."""
     cid = _one_credit(world)
     with world.conn.transaction():
-        (claimed,) = store.claim(world.conn, 10, 1)
+        (claimed,) = world.store.claim(10, 1)
     world.conn.execute("SELECT pg_sleep(0.01)")
     with world.conn.transaction():
-        store.expire_leases(world.conn, 10)
+        world.store.expire_leases(10)
     with world.conn.transaction():
-        assert store.finish(world.conn, claimed, store.CreditStatus.DONE, "late", ticket=77)
+        assert world.store.finish(claimed, CreditStatus.DONE, "late", ticket=77)
     assert (world.row(cid)["status"], world.row(cid)["mt5_deal_ticket"]) == ("done", 77)
 
 
@@ -148,7 +147,7 @@ def test_wrong_login_is_caught_before_any_call(world: World) -> None:
     """The login is re-mapped to another customer after the intent: precheck fails it, MT5 is never called."""
     cid = _one_credit(world)
     with world.conn.transaction():
-        store.upsert_account(world.conn, Account(5001, "intruder", "USD", True))
+        world.store.upsert_account(Account(5001, "intruder", "USD", True))
     world.executor().run_once()
     assert world.row(cid)["status"] == "failed"
     assert world.mt5.calls == 0
@@ -311,7 +310,7 @@ def test_a_row_whose_lease_ran_out_while_waiting_in_its_batch_is_never_sent(worl
     for n in range(2):
         world.captured(world.intent("cust-1", 5001, 100 + n), 100 + n, pi=f"pi_{n}")
     with world.conn.transaction():
-        stale = store.claim(world.conn, 10, 1)  # worker A's batch, lease 1 ms
+        stale = world.store.claim(10, 1)  # worker A's batch, lease 1 ms
     world.conn.execute("SELECT pg_sleep(0.01)")
     world.executor().run_once()  # worker B: leases expired -> unknown
     world.resolver().run_once()  # absent -> pending
@@ -327,10 +326,10 @@ def test_the_lease_and_the_dead_wait_count_from_the_call_not_the_claim(world: Wo
     """Arming a claimed row right before its call restarts its lease and moves claimed_at to now."""
     cid = _one_credit(world)
     with world.conn.transaction():
-        (row,) = store.claim(world.conn, 10, 60_000)
+        (row,) = world.store.claim(10, 60_000)
     world.conn.execute("SELECT pg_sleep(0.05)")
     with world.conn.transaction():
-        armed = store.arm(world.conn, row, 60_000)
+        armed = world.store.arm(row, 60_000)
     assert armed is not None and armed.claimed_at_ms is not None and row.claimed_at_ms is not None
     assert armed.claimed_at_ms >= row.claimed_at_ms + 40
     assert world.row(cid)["status"] == "claimed"
@@ -347,8 +346,7 @@ def test_two_payments_for_one_deposit_intent_credit_once_and_open_a_case(world: 
     plan = NewRow(CreditKind.CREDIT, "payment:simpsp:pi_third", ref, 5001, "cust-1", 1, "USD", 1, "USD", None)
     try:
         with world.conn.transaction():
-            store.insert_row(
-                world.conn,
+            world.store.insert_row(
                 plan,
                 payment_id="p3",
                 provider="simpsp",
@@ -367,11 +365,11 @@ def test_an_unanswered_call_is_dated_from_its_start_for_the_resolver(world: Worl
     cid = _one_credit(world)
     claimed_mono = time.monotonic()
     with world.conn.transaction():
-        (row,) = store.claim(world.conn, 10, 60_000)
+        (row,) = world.store.claim(10, 60_000)
     world.conn.execute("SELECT pg_sleep(0.2)")
     world.mt5.script.append("silent_before")
     world.executor().execute_claimed(row, claimed_mono)
-    after = store.load_row(world.conn, cid)
+    after = world.store.load_row(cid)
     assert after is not None and after.status.value == "unknown"
     assert after.claimed_at_ms is not None and row.claimed_at_ms is not None
     assert after.claimed_at_ms >= row.claimed_at_ms + 150

@@ -25,7 +25,7 @@ from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import Stack
 from backbone.testing.system import MT5_WORKER_ENV
 from confluent_kafka import Producer
-from mt5_credit.adapters import store
+from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.adapters.rates import FixedRates
 from mt5_credit.application.intents import Created, IntentRequest, create_intent
 from mt5_credit.domain.intake import Account
@@ -95,13 +95,13 @@ class System:
 
     def account(self, login: int, customer: str, balance: str = "0") -> None:
         self.sim.control.create_account(login, GROUP, balance=balance)
-        with connect(self.db_url) as conn, conn.transaction():
-            store.upsert_account(conn, Account(login, customer, "USD", True))
+        with connect(self.db_url, autocommit=True) as conn:
+            PgCreditStore(conn).upsert_account(Account(login, customer, "USD", True))
 
     def intent(self, customer: str, login: int, amount_minor: int) -> str:
         with connect(self.db_url, autocommit=True) as conn:
             result = create_intent(
-                conn,
+                PgCreditStore(conn),
                 IntentRequest("m1", customer, login, amount_minor, "USD"),
                 f"key-{uuid.uuid4().hex}",
                 FixedRates({}),

@@ -1,21 +1,14 @@
 """The events mt5-credit publishes (topic mt5.credit-events, key = payment id), built from a row.
 
-Each is written to the outbox in the same transaction as the status change it reports, so a
-published event always matches a committed row and a committed change always gets its event.
+Each is written (``CreditStore.publish``) in the same transaction as the status change it reports,
+so a published event always matches a committed row and a committed change always gets its event.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
-import psycopg
-from backbone.kafka.topics import topic_name
-from backbone.outbox.writer import OutboxWriter
-
-from mt5_credit.adapters.store import CreditRow
-from mt5_credit.domain.model import CreditKind
-
-TOPIC: Final = "mt5.credit-events"  # logical name; topic_name() adds the namespace
+from mt5_credit.domain.model import CreditKind, CreditRow
 
 
 def _fx_rate(row: CreditRow) -> str | None:
@@ -81,12 +74,3 @@ def needs_attention(row: CreditRow, status: str, reason: str) -> tuple[str, dict
 
 def done_event(row: CreditRow, ticket: int) -> tuple[str, dict[str, Any]]:
     return credited(row, ticket) if row.kind is CreditKind.CREDIT else debited(row, ticket)
-
-
-def publish(
-    conn: psycopg.Connection, outbox: OutboxWriter, row: CreditRow, event: tuple[str, dict[str, Any]]
-) -> None:
-    event_type, body = event
-    outbox.add(
-        conn, topic_name(TOPIC), event_type, row.payment_id, body, correlation_id=row.deposit_reference
-    )

@@ -11,18 +11,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import psycopg
 from backbone import failpoints
 from backbone.invariants import invariant
 from backbone.logs import get_logger
-from backbone.outbox.writer import OutboxWriter
 
-from mt5_credit.adapters import store
-from mt5_credit.adapters.store import CreditRow
 from mt5_credit.application import events, metrics
-from mt5_credit.application.ports import Applied, Mt5Port, NoAnswer, Refused
+from mt5_credit.application.ports import Applied, CreditStore, Mt5Port, NoAnswer, Refused
 from mt5_credit.domain.intake import Account, precheck
-from mt5_credit.domain.model import CreditKind, CreditStatus, mt5_comment, signed_amount_minor
+from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, mt5_comment, signed_amount_minor
 
 log = get_logger("mt5_credit.executor")
 
@@ -54,31 +50,27 @@ class ExecutorConfig:
 class Executor:
     def __init__(
         self,
-        conn: psycopg.Connection,
+        store: CreditStore,
         mt5: Mt5Port,
-        outbox: OutboxWriter,
         config: ExecutorConfig,
         *,
         progress: Callable[[], None] = lambda: None,
     ) -> None:
-        # Transactions are explicit (conn.transaction()); a bare read must not open one that lingers.
-        invariant(conn.autocommit, "the executor needs an autocommit connection")
-        self._conn = conn
+        self._store = store  # transactions are explicit (store.transaction()): the state change + its events
         self._mt5 = mt5
-        self._outbox = outbox
         self._config = config
         self._progress = progress  # called before each row's call: a batch of slow calls is not a stuck lane
 
     def run_once(self) -> int:
         """Expire old leases, claim a batch, execute it. Returns how many rows were claimed."""
-        expired = store.expire_leases(self._conn, self._config.batch_size_max)  # one statement
+        expired = self._store.expire_leases(self._config.batch_size_max)  # one statement
         for row in expired:
             metrics.LEASES_EXPIRED.inc()
             log.warning("lease_expired", credit_id=row.id, attempts=row.attempts)
         claimed_mono = time.monotonic()  # before the claim: local elapsed time never underestimates
-        with self._conn.transaction():
-            claimed = store.claim(self._conn, self._config.batch_size_max, self._config.lease_ms)
-            accounts = store.load_accounts(self._conn, [r.mt5_login for r in claimed]) if claimed else {}
+        with self._store.transaction():
+            claimed = self._store.claim(self._config.batch_size_max, self._config.lease_ms)
+            accounts = self._store.load_accounts([r.mt5_login for r in claimed]) if claimed else {}
         for row in claimed:
             self._progress()
             self.execute_claimed(row, claimed_mono, accounts)
@@ -114,12 +106,11 @@ class Executor:
         metrics.BALANCE_SECONDS.labels(label).observe(time.monotonic() - started)
         metrics.BALANCE_OUTCOMES.labels(row.kind.value, label).inc()
         started_ago_ms = int((time.monotonic() - started) * 1000) + 1
-        with self._conn.transaction():
+        with self._store.transaction():
             failpoints.hit("mt5_credit.before_record_outcome")
             match outcome:
                 case Applied(ticket=ticket):
-                    done = store.finish(
-                        self._conn,
+                    done = self._store.finish(
                         row,
                         CreditStatus.DONE,
                         "MT5 applied",
@@ -127,13 +118,12 @@ class Executor:
                         call_started_ago_ms=started_ago_ms,
                     )
                     if done:  # the gateway logged the call and its ticket already
-                        events.publish(self._conn, self._outbox, row, events.done_event(row, ticket))
+                        self._store.publish(row, events.done_event(row, ticket))
                 case Refused(retcode=retcode, reason=reason):
                     self._fail(row, None if retcode is None else str(retcode), reason, case_kind="rejected")
                 case NoAnswer(reason=why, sent=sent):
                     reason = why if sent else f"{why} (not sent)"
-                    store.finish(
-                        self._conn,
+                    self._store.finish(
                         row,
                         CreditStatus.UNKNOWN,
                         f"no answer: {reason}",
@@ -158,30 +148,27 @@ class Executor:
             row: CreditRow | None = claimed
             recent = waited_s <= PRECHECK_FRESH_S and claimed.mt5_login in accounts
             # The mapping read with the claim, or one autocommit read (nothing to write: no transaction).
-            account = (
-                accounts[claimed.mt5_login] if recent else store.load_account(self._conn, claimed.mt5_login)
-            )
+            account = accounts[claimed.mt5_login] if recent else self._store.load_account(claimed.mt5_login)
         else:
-            with self._conn.transaction():
-                row = store.arm(self._conn, claimed, self._config.lease_ms)
-                account = None if row is None else store.load_account(self._conn, row.mt5_login)
+            with self._store.transaction():
+                row = self._store.arm(claimed, self._config.lease_ms)
+                account = None if row is None else self._store.load_account(row.mt5_login)
         if row is None:
             log.warning("claim_lost_before_call", credit_id=claimed.id)
             return None
         problem = precheck(row.mt5_login, row.customer_id, row.currency, account)
         if problem is not None:
             metrics.PRECHECK_REFUSALS.inc()
-            with self._conn.transaction():
+            with self._store.transaction():
                 self._fail(row, None, problem, case_kind="precheck")
             return None
         return row
 
     def _fail(self, row: CreditRow, retcode: str | None, reason: str, *, case_kind: str) -> None:
         """Inside the caller's transaction: failed, a case, and the event a person will see."""
-        if not store.finish(self._conn, row, CreditStatus.FAILED, reason, retcode=retcode):
+        if not self._store.finish(row, CreditStatus.FAILED, reason, retcode=retcode):
             return
-        store.open_case(
-            self._conn,
+        self._store.open_case(
             f"credit:{row.id}",
             case_kind,
             reason,
@@ -189,7 +176,7 @@ class Executor:
             deposit_reference=row.deposit_reference,
         )
         if row.kind is CreditKind.CREDIT:
-            events.publish(self._conn, self._outbox, row, events.failed(row, retcode, reason))
+            self._store.publish(row, events.failed(row, retcode, reason))
         else:  # a failed debit (e.g. the money is no longer on the account): a person decides
-            events.publish(self._conn, self._outbox, row, events.needs_attention(row, "failed", reason))
+            self._store.publish(row, events.needs_attention(row, "failed", reason))
         log.error("credit_failed", credit_id=row.id, retcode=retcode, reason=reason, kind=row.kind.value)

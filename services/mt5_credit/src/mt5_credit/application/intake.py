@@ -9,13 +9,13 @@ executor claims the row later, so a slow MT5 never blocks the partition.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from backbone.consumer.messages import InboundEvent, UnitOfWork
 from backbone.logs import get_logger
 
-from mt5_credit.adapters import store
-from mt5_credit.application.ports import RateSource
+from mt5_credit.application.ports import CreditStore, RateSource
 from mt5_credit.domain.intake import Captured, NewRow, OpenCase, TakenBack, plan_credit, plan_debit
 from mt5_credit.domain.model import DebitReason
 
@@ -25,22 +25,27 @@ CONSUMED_TYPES = frozenset({"PaymentCaptured", "RefundSucceeded", "ChargebackRec
 
 
 class Intake:
-    def __init__(self, rates: RateSource) -> None:
+    """The consumer's per-event handler; ``store_for`` opens the credit store on the batch's unit of
+    work (its connection and outbox: the batch's transaction)."""
+
+    def __init__(self, rates: RateSource, store_for: Callable[[UnitOfWork], CreditStore]) -> None:
         self._rates = rates
+        self._store_for = store_for
 
     def handle(self, uow: UnitOfWork, event: InboundEvent) -> None:
+        store = self._store_for(uow)
         body, payment_id = event.event.body, event.event.envelope.payment_id
         match event.event_type:
             case "PaymentCaptured":
-                self._captured(uow, payment_id, body)
+                self._captured(store, payment_id, body)
             case "RefundSucceeded":
-                self._taken_back(uow, payment_id, DebitReason.REFUND, body["refund_id"], body)
+                self._taken_back(store, payment_id, DebitReason.REFUND, body["refund_id"], body)
             case "ChargebackReceived":
-                self._taken_back(uow, payment_id, DebitReason.CHARGEBACK, body["chargeback_id"], body)
+                self._taken_back(store, payment_id, DebitReason.CHARGEBACK, body["chargeback_id"], body)
             case _:
                 pass  # other payment events are not money for MT5
 
-    def _captured(self, uow: UnitOfWork, payment_id: str, body: dict[str, Any]) -> None:
+    def _captured(self, store: CreditStore, payment_id: str, body: dict[str, Any]) -> None:
         fact = Captured(
             provider=body["provider"],
             provider_payment_id=body["provider_payment_id"],
@@ -50,18 +55,16 @@ class Intake:
             deposit_reference=body["deposit_reference"],
         )
         ref = fact.deposit_reference
-        intent = None if ref is None else store.load_intent(uow.conn, ref)
-        account = None if intent is None else store.load_account(uow.conn, intent.mt5_login)
+        intent = None if ref is None else store.load_intent(ref)
+        account = None if intent is None else store.load_account(intent.mt5_login)
         quote = None
         if account is not None and account.currency != fact.currency:
             quote = self._rates.quote(fact.currency, account.currency, time.time_ns() // 1_000_000)
         if intent is not None and intent.merchant_id != body["merchant_id"]:
             intent = None  # another merchant's intent: treat as no valid reference
-        credited_by = (
-            None if intent is None else store.credit_source_for_deposit(uow.conn, intent.deposit_reference)
-        )
+        credited_by = None if intent is None else store.credit_source_for_deposit(intent.deposit_reference)
         self._apply(
-            uow,
+            store,
             plan_credit(fact, intent, account, quote, credited_by),
             payment_id,
             fact.provider,
@@ -70,7 +73,7 @@ class Intake:
         )
 
     def _taken_back(
-        self, uow: UnitOfWork, payment_id: str, reason: DebitReason, source_id: str, body: dict[str, Any]
+        self, store: CreditStore, payment_id: str, reason: DebitReason, source_id: str, body: dict[str, Any]
     ) -> None:
         fact = TakenBack(
             reason=reason,
@@ -81,14 +84,12 @@ class Intake:
             currency=body["currency"],
             deposit_reference=body["deposit_reference"],
         )
-        original = (
-            None if fact.deposit_reference is None else store.load_original(uow.conn, fact.deposit_reference)
-        )
-        self._apply(uow, plan_debit(fact, original), payment_id, fact.provider, None, source_id)
+        original = None if fact.deposit_reference is None else store.load_original(fact.deposit_reference)
+        self._apply(store, plan_debit(fact, original), payment_id, fact.provider, None, source_id)
 
     def _apply(
         self,
-        uow: UnitOfWork,
+        store: CreditStore,
         plan: NewRow | OpenCase,
         payment_id: str,
         provider: str,
@@ -98,7 +99,6 @@ class Intake:
         match plan:
             case NewRow():
                 credit_id = store.insert_row(
-                    uow.conn,
                     plan,
                     payment_id=payment_id,
                     provider=provider,
@@ -113,7 +113,6 @@ class Intake:
                 )
             case OpenCase():
                 opened = store.open_case(
-                    uow.conn,
                     plan.source_key,
                     "refused",
                     plan.reason,

@@ -12,11 +12,9 @@ import json
 import time
 from dataclasses import dataclass
 
-import psycopg
 from backbone.ids import new_id
 
-from mt5_credit.adapters import store
-from mt5_credit.application.ports import RateSource
+from mt5_credit.application.ports import CreditStore, RateSource
 from mt5_credit.domain.intake import DepositIntent
 
 
@@ -51,11 +49,11 @@ IntentResult = Created | IntentRefused
 
 
 def create_intent(
-    conn: psycopg.Connection, request: IntentRequest, idempotency_key: str, rates: RateSource
+    store: CreditStore, request: IntentRequest, idempotency_key: str, rates: RateSource
 ) -> IntentResult:
     """In one transaction: check the mapping, then insert or replay under the idempotency key."""
-    with conn.transaction():
-        account = store.load_account(conn, request.mt5_login)
+    with store.transaction():
+        account = store.load_account(request.mt5_login)
         if account is None or account.customer_id != request.customer_id:
             return IntentRefused("login_not_owned", "this MT5 login is not one of the customer's accounts")
         if not account.enabled:
@@ -72,7 +70,7 @@ def create_intent(
             amount_minor=request.amount_minor,
             currency=request.currency,
         )
-        existing = store.insert_intent(conn, intent, idempotency_key, request.digest())
+        existing = store.insert_intent(intent, idempotency_key, request.digest())
         if existing is None:
             return Created(intent, replayed=False)
         stored, digest = existing

@@ -11,23 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import psycopg
-from backbone.invariants import invariant
 from backbone.logs import get_logger
-from backbone.outbox.writer import OutboxWriter
 
-from mt5_credit.adapters import store
-from mt5_credit.adapters.store import CreditRow
 from mt5_credit.application import events, metrics
 from mt5_credit.application.ports import (
     Absent,
     Conflict,
+    CreditStore,
     DealLookup,
     Found,
     Mt5Port,
     NoAnswer,
 )
-from mt5_credit.domain.model import CreditKind, CreditStatus, mt5_comment, signed_amount_minor
+from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, mt5_comment, signed_amount_minor
 from mt5_credit.domain.resolve import LookupKind, ResolveTiming, after_lookup, backoff_ms, lookup_window_ms
 
 log = get_logger("mt5_credit.resolver")
@@ -36,18 +32,15 @@ log = get_logger("mt5_credit.resolver")
 class Resolver:
     def __init__(
         self,
-        conn: psycopg.Connection,
+        store: CreditStore,
         mt5: Mt5Port,
-        outbox: OutboxWriter,
         timing: ResolveTiming,
         batch_size_max: int,
         *,
         progress: Callable[[], None] = lambda: None,
     ) -> None:
-        invariant(conn.autocommit, "the resolver needs an autocommit connection")
-        self._conn = conn
+        self._store = store
         self._mt5 = mt5
-        self._outbox = outbox
         self._timing = timing
         self._batch_size_max = batch_size_max
         self._progress = progress  # called before each lookup (each may take a whole call budget)
@@ -55,11 +48,11 @@ class Resolver:
     def run_once(self) -> int:
         dead_after_ms = self._timing.call_timeout_ms + self._timing.dead_margin_ms
         # One UPDATE statement: atomic on its own, no explicit transaction (the common case finds nothing).
-        rows = store.due_unknown(self._conn, self._batch_size_max, dead_after_ms, self._timing.backoff_cap_ms)
+        rows = self._store.due_unknown(self._batch_size_max, dead_after_ms, self._timing.backoff_cap_ms)
         if not rows:
             return 0
         server_now_ms = self._mt5.server_time_ms()
-        db_now_ms = store.db_now_ms(self._conn)
+        db_now_ms = self._store.now_ms()
         for row in rows:
             self._progress()
             self._resolve(row, self._lookup(row, server_now_ms, db_now_ms))
@@ -98,9 +91,8 @@ class Resolver:
         target = CreditStatus(verdict.target)
         ticket = lookup.ticket if isinstance(lookup, Found) else None
         delay_ms = backoff_ms(row.silent_lookups + 1, self._timing) if silent else 0
-        with self._conn.transaction():
-            moved = store.resolve(
-                self._conn,
+        with self._store.transaction():
+            moved = self._store.resolve(
                 row,
                 target,
                 reason,
@@ -112,16 +104,15 @@ class Resolver:
             if not moved:
                 return
             if ticket is not None:
-                events.publish(self._conn, self._outbox, row, events.done_event(row, ticket))
-            if verdict.needs_person and store.open_case(
-                self._conn,
+                self._store.publish(row, events.done_event(row, ticket))
+            if verdict.needs_person and self._store.open_case(
                 f"credit:{row.id}",
                 kind.value,
                 reason,
                 credit_id=row.id,
                 deposit_reference=row.deposit_reference,
             ):
-                events.publish(self._conn, self._outbox, row, events.needs_attention(row, "unknown", reason))
+                self._store.publish(row, events.needs_attention(row, "unknown", reason))
         log_fn = log.error if verdict.alert or verdict.needs_person else log.info
         log_fn(
             "unknown_looked_up",

@@ -13,6 +13,8 @@ Invariants kept here:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Final
 
@@ -69,3 +71,33 @@ def signed_amount_minor(kind: CreditKind, amount_minor: int) -> int:
     """The amount as MT5's balance operation takes it: positive credits, negative debits."""
     invariant(amount_minor > 0, f"a credit row's amount is positive, got {amount_minor}")
     return amount_minor if kind is CreditKind.CREDIT else -amount_minor
+
+
+@dataclass(frozen=True)
+class CreditRow:
+    """A credit row as the executor, the resolver and the events see it: one name for one row, from
+    the store to the events (``claim_token`` says which claim it was read under)."""
+
+    id: int
+    kind: CreditKind
+    status: CreditStatus
+    payment_id: str
+    deposit_reference: str
+    provider: str
+    provider_payment_id: str | None
+    debit_reason: str | None
+    source_reference: str | None
+    original_credit_id: int | None
+    mt5_login: int
+    customer_id: str
+    amount_minor: int
+    currency: str
+    payment_amount_minor: int
+    payment_currency: str
+    fx_rate: Decimal | None
+    attempts: int
+    claim_token: str | None
+    first_claimed_at_ms: int | None
+    claimed_at_ms: int | None
+    silent_lookups: int
+    mt5_deal_ticket: int | None

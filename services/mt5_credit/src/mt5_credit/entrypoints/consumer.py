@@ -25,7 +25,7 @@ from mt5_credit.settings import ConsumeSettings
 def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter | None]:
     assert isinstance(settings, ConsumeSettings)
     avro = bootstrap.codec()
-    intake = Intake(bootstrap.rates(settings.fx_rates))
+    intake = Intake(bootstrap.rates(settings.fx_rates), bootstrap.store_for)
     return per_event(intake.handle), avro, TopicCatalogue.default(), bootstrap.outbox_writer(avro)
 
 

@@ -27,7 +27,7 @@ from backbone.settings import load_settings_or_exit
 from psycopg_pool import ConnectionPool
 
 from mt5_credit import bootstrap
-from mt5_credit.adapters import store
+from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.application.intents import Created, IntentRefused, IntentRequest, create_intent
 from mt5_credit.domain.intake import Account
 from mt5_credit.settings import HttpSettings
@@ -107,7 +107,7 @@ class Api:
             )
         except ValueError as exc:
             return _error(400, "invalid_request", str(exc))
-        await asyncio.to_thread(self._in_tx, lambda conn: store.upsert_account(conn, account))
+        await asyncio.to_thread(self._in_tx, lambda store: store.upsert_account(account))
         log.info("account_mapped", mt5_login=login, customer_id=account.customer_id, enabled=account.enabled)
         return web.json_response(
             {
@@ -144,7 +144,7 @@ class Api:
         except ValueError as exc:
             return _error(400, "invalid_request", str(exc))
         result = await asyncio.to_thread(
-            self._with_conn, lambda conn: create_intent(conn, req, key, self._rates)
+            self._with_conn, lambda store: create_intent(store, req, key, self._rates)
         )
         match result:
             case Created(intent=intent, replayed=replayed):
@@ -163,7 +163,7 @@ class Api:
         ref = request.match_info["ref"]
         if not _ID_RE.match(ref):
             return _error(404, "not_found", "no such deposit intent")
-        found = await asyncio.to_thread(self._with_conn, lambda conn: _intent_view(conn, ref, merchant))
+        found = await asyncio.to_thread(self._with_conn, lambda store: _intent_view(store, ref, merchant))
         if found is None:
             return _error(404, "not_found", "no such deposit intent")
         return web.json_response(found)
@@ -176,18 +176,22 @@ class Api:
             credit_id = _positive_int(request.match_info["credit_id"])
         except ValueError:
             return _error(404, "not_found", "no such credit")
-        found = await asyncio.to_thread(self._with_conn, lambda conn: _credit_view(conn, credit_id, merchant))
+        found = await asyncio.to_thread(
+            self._with_conn, lambda store: _credit_view(store.conn, credit_id, merchant)
+        )
         if found is None:
             return _error(404, "not_found", "no such credit")
         return web.json_response(found)
 
-    def _with_conn(self, work: Callable[[Any], Any]) -> Any:
+    def _with_conn(self, work: Callable[[PgCreditStore], Any]) -> Any:
         with self._pool.connection() as conn:
-            return work(conn)
+            return work(PgCreditStore(conn))
 
-    def _in_tx(self, work: Callable[[Any], Any]) -> Any:
-        with self._pool.connection() as conn, conn.transaction():
-            return work(conn)
+    def _in_tx(self, work: Callable[[PgCreditStore], Any]) -> Any:
+        with self._pool.connection() as conn:
+            store = PgCreditStore(conn)
+            with store.transaction():
+                return work(store)
 
 
 _CREDIT_VIEW = """SELECT c.id, c.kind, c.status, c.mt5_login, c.amount_minor, c.currency,
@@ -219,8 +223,9 @@ def _intent_json(fields: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _intent_view(conn: Any, ref: str, merchant: str) -> dict[str, Any] | None:
-    intent = store.load_intent(conn, ref)
+def _intent_view(store: PgCreditStore, ref: str, merchant: str) -> dict[str, Any] | None:
+    conn = store.conn
+    intent = store.load_intent(ref)
     if intent is None or intent.merchant_id != merchant:
         return None
     rows = conn.execute(f"{_CREDIT_VIEW} WHERE c.deposit_reference = %s ORDER BY c.id", (ref,)).fetchall()
@@ -297,6 +302,7 @@ def main() -> None:
         size_min=1,
         size_max=4,
         name="mt5_credit-api",
+        autocommit=True,
         timeout_s=POOL_TIMEOUT_S,
     )
     app = Api(settings, pool, health, database).app()

@@ -23,11 +23,11 @@ from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import load_settings_or_exit
 
 from mt5_credit import bootstrap
-from mt5_credit.adapters import store
 from mt5_credit.adapters.mt5 import call_budget_ms
+from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.application import metrics
 from mt5_credit.application.executor import Executor, ExecutorConfig
-from mt5_credit.application.ports import Mt5Port
+from mt5_credit.application.ports import CreditStore, Mt5Port
 from mt5_credit.application.resolver import Resolver
 from mt5_credit.domain.resolve import ResolveTiming
 from mt5_credit.settings import WorkerSettings
@@ -119,14 +119,10 @@ class Worker:
                 self._stopping.wait(RECONNECT_PAUSE_S)
 
     def _loop(self, conn: psycopg.Connection, lane: int, mt5: Mt5Port) -> None:
-        executor = Executor(conn, mt5, self._outbox, self._config, progress=lambda: self._beat(lane))
+        store = PgCreditStore(conn, self._outbox)
+        executor = Executor(store, mt5, self._config, progress=lambda: self._beat(lane))
         resolver = Resolver(
-            conn,
-            mt5,
-            self._outbox,
-            self._timing,
-            self._settings.batch_size_max,
-            progress=lambda: self._beat(lane),
+            store, mt5, self._timing, self._settings.batch_size_max, progress=lambda: self._beat(lane)
         )
         next_gauges = 0.0
         while not self._stopping.is_set():
@@ -134,7 +130,7 @@ class Worker:
             self._beat(lane)
             self._database.ok()
             if lane == 0 and time.monotonic() >= next_gauges:
-                _update_gauges(conn)
+                _update_gauges(store)
                 next_gauges = time.monotonic() + GAUGE_INTERVAL_S
             if worked == 0:
                 self._stopping.wait(self._settings.poll_interval_ms / 1000)
@@ -150,11 +146,11 @@ def _loop_name(lane: int) -> str:
     return f"lane-{lane}"
 
 
-def _update_gauges(conn: psycopg.Connection) -> None:
-    counts = store.count_by_status(conn)
+def _update_gauges(store: CreditStore) -> None:
+    counts = store.count_by_status()
     for status in ("pending", "claimed", "unknown", "done", "failed"):
         metrics.CREDITS_BY_STATE.labels(status).set(counts.get(status, 0))
-    metrics.UNKNOWN_OLDEST_AGE.set(store.oldest_unknown_age_s(conn))
+    metrics.UNKNOWN_OLDEST_AGE.set(store.oldest_unknown_age_s())
 
 
 def main() -> None:

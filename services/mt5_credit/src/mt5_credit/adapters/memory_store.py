@@ -1,0 +1,349 @@
+"""The credit store in memory: the PostgreSQL store's twin for unit tests of the application.
+
+It keeps the same rules the SQL states in its WHERE clauses (a claim only from ``pending``, an
+outcome only under this claim's token, a lease that expires into ``unknown``, the unique keys: one
+row per business key, one credit per deposit intent, one case per subject and kind) on a clock the
+test moves (``advance``). ``tests/integration/test_store_contract.py`` runs one suite against both
+stores, so this twin cannot drift from the real one unnoticed. Not thread-safe.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from backbone.invariants import invariant
+
+from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
+from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, can_move
+
+REASON_CHARS_MAX = 500
+
+
+class UniqueViolation(Exception):
+    """A write the database's unique index would refuse (raised, as psycopg raises its own)."""
+
+
+@dataclass
+class _Stored:
+    """A row with the columns the application never reads but the rules need."""
+
+    row: CreditRow
+    source_key: str
+    fx_source: str | None = None
+    fx_taken_at_ms: int | None = None
+    lease_expires_at_ms: int | None = None
+    unknown_since_ms: int | None = None
+    next_lookup_at_ms: int | None = None
+    needs_person: bool = False
+    lookups: int = 0
+    last_retcode: str | None = None
+    last_reason: str | None = None
+
+
+@dataclass
+class _Tables:
+    accounts: dict[int, Account] = field(default_factory=dict)
+    intents: dict[str, DepositIntent] = field(default_factory=dict)
+    intent_keys: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # -> (ref, digest)
+    rows: dict[int, _Stored] = field(default_factory=dict)
+    transitions: list[tuple[int, str | None, str, str]] = field(default_factory=list)
+    cases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    events: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (key, type, body)
+
+
+class InMemoryCreditStore:
+    """``CreditStore`` in memory; ``transaction()`` rolls everything back on an exception."""
+
+    def __init__(self, now_ms: int = 1_800_000_000_000) -> None:
+        self._now_ms = now_ms
+        self._t = _Tables()
+        self._ids = itertools.count(1)
+
+    # -- for tests ---------------------------------------------------------------------------------
+
+    def advance(self, ms: int) -> None:
+        self._now_ms += ms
+
+    @property
+    def events(self) -> list[tuple[str, str, dict[str, Any]]]:
+        return list(self._t.events)
+
+    @property
+    def cases(self) -> dict[tuple[str, str], dict[str, Any]]:
+        return dict(self._t.cases)
+
+    def transitions_of(self, credit_id: int) -> list[tuple[str | None, str]]:
+        return [(f, t) for cid, f, t, _ in self._t.transitions if cid == credit_id]
+
+    # -- CreditStore ------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        saved = copy.deepcopy(self._t)
+        try:
+            yield
+        except BaseException:
+            self._t = saved
+            raise
+
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    def publish(self, row: CreditRow, event: tuple[str, dict[str, Any]]) -> None:
+        self._t.events.append((row.payment_id, event[0], dict(event[1])))
+
+    def upsert_account(self, account: Account) -> None:
+        self._t.accounts[account.mt5_login] = account
+
+    def load_account(self, mt5_login: int) -> Account | None:
+        return self._t.accounts.get(mt5_login)
+
+    def load_accounts(self, mt5_logins: list[int]) -> dict[int, Account]:
+        return {login: self._t.accounts[login] for login in mt5_logins if login in self._t.accounts}
+
+    def load_intent(self, deposit_reference: str) -> DepositIntent | None:
+        return self._t.intents.get(deposit_reference)
+
+    def insert_intent(
+        self, intent: DepositIntent, idempotency_key: str, digest: str
+    ) -> tuple[DepositIntent, str] | None:
+        existing = self._t.intent_keys.get((intent.merchant_id, idempotency_key))
+        if existing is not None:
+            return self._t.intents[existing[0]], existing[1]
+        invariant(intent.mt5_login in self._t.accounts, "an intent names a mapped login (foreign key)")
+        self._t.intents[intent.deposit_reference] = intent
+        self._t.intent_keys[(intent.merchant_id, idempotency_key)] = (intent.deposit_reference, digest)
+        return None
+
+    def credit_source_for_deposit(self, deposit_reference: str) -> str | None:
+        for stored in self._t.rows.values():
+            if stored.row.deposit_reference == deposit_reference and stored.row.kind is CreditKind.CREDIT:
+                return stored.source_key
+        return None
+
+    def load_original(self, deposit_reference: str) -> OriginalCredit | None:
+        credits = sorted(
+            (s for s in self._t.rows.values()
+             if s.row.deposit_reference == deposit_reference and s.row.kind is CreditKind.CREDIT),
+            key=lambda s: s.row.id,
+        )  # fmt: skip
+        if not credits:
+            return None
+        c = credits[0].row
+        debited = sum(
+            s.row.amount_minor
+            for s in self._t.rows.values()
+            if s.row.original_credit_id == c.id and s.row.status is not CreditStatus.FAILED
+        )
+        fx = None
+        if c.fx_rate is not None:
+            from mt5_credit.domain.fx import FxQuote  # noqa: PLC0415 - only FX credits need it
+
+            taken = credits[0].fx_taken_at_ms
+            fx = FxQuote(
+                c.payment_currency, c.currency, c.fx_rate, str(credits[0].fx_source), int(taken or 0)
+            )
+        return OriginalCredit(
+            c.id, c.status, c.mt5_login, c.customer_id, c.amount_minor, c.currency,
+            c.payment_amount_minor, c.payment_currency, debited, fx,
+        )  # fmt: skip
+
+    def insert_row(
+        self,
+        row: NewRow,
+        *,
+        payment_id: str,
+        provider: str,
+        provider_payment_id: str | None,
+        source_reference: str | None,
+    ) -> int | None:
+        if any(s.source_key == row.source_key for s in self._t.rows.values()):
+            return None
+        if row.kind is CreditKind.CREDIT and self.credit_source_for_deposit(row.deposit_reference):
+            raise UniqueViolation("mt5_credits_one_credit_per_deposit")
+        invariant(row.deposit_reference in self._t.intents, "a row names a stored intent (foreign key)")
+        credit_id = next(self._ids)
+        fx = row.fx
+        self._t.rows[credit_id] = _Stored(
+            CreditRow(
+                id=credit_id, kind=row.kind, status=CreditStatus.PENDING, payment_id=payment_id,
+                deposit_reference=row.deposit_reference, provider=provider,
+                provider_payment_id=provider_payment_id,
+                debit_reason=None if row.debit_reason is None else row.debit_reason.value,
+                source_reference=source_reference, original_credit_id=row.original_credit_id,
+                mt5_login=row.mt5_login, customer_id=row.customer_id, amount_minor=row.amount_minor,
+                currency=row.currency, payment_amount_minor=row.payment_amount_minor,
+                payment_currency=row.payment_currency, fx_rate=None if fx is None else fx.rate,
+                attempts=0, claim_token=None, first_claimed_at_ms=None, claimed_at_ms=None,
+                silent_lookups=0, mt5_deal_ticket=None,
+            ),
+            row.source_key,
+            fx_source=None if fx is None else fx.source,
+            fx_taken_at_ms=None if fx is None else fx.taken_at_ms,
+        )  # fmt: skip
+        self._log(credit_id, None, CreditStatus.PENDING, f"created from {row.source_key}")
+        return credit_id
+
+    def open_case(
+        self,
+        subject: str,
+        case_kind: str,
+        reason: str,
+        *,
+        credit_id: int | None = None,
+        deposit_reference: str | None = None,
+    ) -> bool:
+        if (subject, case_kind) in self._t.cases:
+            return False
+        self._t.cases[(subject, case_kind)] = {
+            "credit_id": credit_id, "deposit_reference": deposit_reference, "reason": reason[:1000],
+        }  # fmt: skip
+        return True
+
+    # -- claim, call, outcome, lookup ----------------------------------------------------------------
+
+    def expire_leases(self, limit: int) -> list[CreditRow]:
+        now = self._now_ms
+        expired = sorted(
+            (s for s in self._t.rows.values()
+             if s.row.status is CreditStatus.CLAIMED and (s.lease_expires_at_ms or 0) < now),
+            key=lambda s: s.lease_expires_at_ms or 0,
+        )[:limit]  # fmt: skip
+        for s in expired:
+            s.row = replace(s.row, status=CreditStatus.UNKNOWN, silent_lookups=0)
+            s.unknown_since_ms, s.next_lookup_at_ms, s.last_reason = now, now, "lease expired"
+            self._log(s.row.id, CreditStatus.CLAIMED, CreditStatus.UNKNOWN, "lease expired")
+        return [s.row for s in expired]
+
+    def claim(self, limit: int, lease_ms: int) -> list[CreditRow]:
+        now = self._now_ms
+        ready = [
+            s for s in sorted(self._t.rows.values(), key=lambda s: s.row.id)
+            if s.row.status is CreditStatus.PENDING and self._original_done(s.row)
+        ][:limit]  # fmt: skip
+        for s in ready:
+            s.row = replace(
+                s.row, status=CreditStatus.CLAIMED, claimed_at_ms=now,
+                first_claimed_at_ms=now if s.row.first_claimed_at_ms is None else s.row.first_claimed_at_ms,
+                claim_token=str(uuid.uuid4()), attempts=s.row.attempts + 1,
+            )  # fmt: skip
+            s.lease_expires_at_ms = now + lease_ms
+            self._log(s.row.id, CreditStatus.PENDING, CreditStatus.CLAIMED, f"claim #{s.row.attempts}")
+        return [s.row for s in ready]
+
+    def _original_done(self, row: CreditRow) -> bool:
+        if row.kind is CreditKind.CREDIT:
+            return True
+        original = self._t.rows.get(row.original_credit_id or 0)
+        return original is not None and original.row.status is CreditStatus.DONE
+
+    def arm(self, row: CreditRow, lease_ms: int) -> CreditRow | None:
+        s = self._t.rows.get(row.id)
+        now = self._now_ms
+        if s is None or s.row.claim_token != row.claim_token or s.row.status is not CreditStatus.CLAIMED:
+            return None
+        if (s.lease_expires_at_ms or 0) <= now:
+            return None
+        s.row = replace(s.row, claimed_at_ms=now)
+        s.lease_expires_at_ms = now + lease_ms
+        return s.row
+
+    def finish(
+        self,
+        row: CreditRow,
+        to: CreditStatus,
+        reason: str,
+        *,
+        ticket: int | None = None,
+        retcode: str | None = None,
+        call_started_ago_ms: int | None = None,
+    ) -> bool:
+        invariant(can_move(row.status, to), f"credit {row.id}: {row.status} -> {to} is not a transition")
+        allowed = (
+            {CreditStatus.CLAIMED}
+            if to is CreditStatus.UNKNOWN
+            else {CreditStatus.CLAIMED, CreditStatus.UNKNOWN}
+        )
+        s = self._t.rows.get(row.id)
+        if s is None or s.row.claim_token != row.claim_token or s.row.status not in allowed:
+            return False
+        now, before = self._now_ms, s.row.status
+        s.row = replace(
+            s.row, status=to,
+            mt5_deal_ticket=ticket if ticket is not None else s.row.mt5_deal_ticket,
+            claimed_at_ms=s.row.claimed_at_ms if call_started_ago_ms is None else now - call_started_ago_ms,
+            silent_lookups=0,
+        )  # fmt: skip
+        s.last_retcode = retcode if retcode is not None else s.last_retcode
+        s.last_reason, s.lease_expires_at_ms = reason[:REASON_CHARS_MAX], None
+        if to is CreditStatus.UNKNOWN:
+            s.unknown_since_ms = s.next_lookup_at_ms = now
+        self._log(row.id, before, to, reason)
+        return True
+
+    def due_unknown(self, limit: int, dead_after_ms: int, hold_ms: int) -> list[CreditRow]:
+        now = self._now_ms
+        due = sorted(
+            (s for s in self._t.rows.values()
+             if s.row.status is CreditStatus.UNKNOWN and not s.needs_person
+             and (s.next_lookup_at_ms or 0) <= now and (s.row.claimed_at_ms or 0) + dead_after_ms <= now),
+            key=lambda s: s.next_lookup_at_ms or 0,
+        )[:limit]  # fmt: skip
+        for s in due:
+            s.next_lookup_at_ms, s.lookups = now + hold_ms, s.lookups + 1
+        return [s.row for s in due]
+
+    def resolve(
+        self,
+        row: CreditRow,
+        to: CreditStatus,
+        reason: str,
+        *,
+        ticket: int | None = None,
+        needs_person: bool = False,
+        silent: bool = False,
+        next_lookup_ms: int = 0,
+    ) -> bool:
+        invariant(
+            to is CreditStatus.UNKNOWN or can_move(row.status, to), f"credit {row.id}: {row.status} -> {to}"
+        )
+        s = self._t.rows.get(row.id)
+        if s is None or s.row.status is not CreditStatus.UNKNOWN or s.row.claim_token != row.claim_token:
+            return False
+        s.row = replace(
+            s.row, status=to,
+            mt5_deal_ticket=ticket if ticket is not None else s.row.mt5_deal_ticket,
+            silent_lookups=s.row.silent_lookups + 1 if silent else 0,
+            claim_token=None if to is CreditStatus.PENDING else s.row.claim_token,
+        )  # fmt: skip
+        s.needs_person = s.needs_person or needs_person
+        s.last_reason, s.next_lookup_at_ms = reason[:REASON_CHARS_MAX], self._now_ms + next_lookup_ms
+        if to is not CreditStatus.UNKNOWN:
+            self._log(row.id, CreditStatus.UNKNOWN, to, reason)
+        return True
+
+    def load_row(self, credit_id: int) -> CreditRow | None:
+        s = self._t.rows.get(credit_id)
+        return None if s is None else s.row
+
+    def count_by_status(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self._t.rows.values():
+            counts[s.row.status.value] = counts.get(s.row.status.value, 0) + 1
+        return counts
+
+    def oldest_unknown_age_s(self) -> float:
+        since = [s.unknown_since_ms for s in self._t.rows.values() if s.row.status is CreditStatus.UNKNOWN]
+        known = [t for t in since if t is not None]
+        return 0.0 if not known else (self._now_ms - min(known)) / 1000
+
+    def _log(self, credit_id: int, before: CreditStatus | None, to: CreditStatus, reason: str) -> None:
+        self._t.transitions.append(
+            (credit_id, None if before is None else before.value, to.value, reason[:REASON_CHARS_MAX])
+        )
