@@ -294,7 +294,7 @@ def _moment(raw: str | None) -> datetime | None:
 def serve(api: ApiSettings, ledger: LedgerSettings) -> None:
     """Run until SIGTERM/SIGINT (aiohttp finishes the requests in flight, then the pool closes)."""
     configure_logging(SERVICE_NAME)
-    health = Health()
+    health = Health.configured()
     service = LedgerApi(api, ledger, Tokens.load(api.tokens_file), health)
     log.info("api.starting", host=api.http_host, port=api.http_port)
     web.run_app(service.app(), host=api.http_host, port=api.http_port, access_log=None, print=None)
