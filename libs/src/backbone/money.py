@@ -111,6 +111,11 @@ def currency_exponent(currency: str) -> int:
     return exponent
 
 
+def currency_exponents() -> dict[str, int]:
+    """Every ISO-4217 currency this module knows, with its minor-unit digits."""
+    return dict(_EXPONENT_BY_CURRENCY)
+
+
 def check_amount_minor(amount_minor: object) -> int:
     """Return ``amount_minor`` if it is a plain int within bigint range, else raise MoneyError."""
     if isinstance(amount_minor, bool) or not isinstance(amount_minor, int):

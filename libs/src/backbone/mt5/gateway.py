@@ -21,6 +21,7 @@ from decimal import Decimal
 from types import TracebackType
 from typing import Final
 
+from backbone.invariants import invariant
 from backbone.logs import get_logger
 from backbone.mt5 import metrics
 from backbone.mt5.amounts import amount_decimal, wire_amount
@@ -59,6 +60,8 @@ from backbone.mt5.settings import Mt5GatewaySettings
 from backbone.mt5.transport import TransportFailure
 
 PAGE_SIZE: Final = 100  # get_page's maximum (reference §2)
+BATCH_ROWS_MAX: Final = 10_000  # a get_batch answer this long may have been cut: split the window
+# (and ~4 MB of JSON: the transport refuses answers over 8 MB, which splits the window too)
 SCAN_ATTEMPTS_MAX: Final = 3  # a window that keeps changing under a scan gives NoAnswer
 USER_RIGHT_ENABLED: Final = 0x1
 log = get_logger(__name__)
@@ -304,6 +307,43 @@ class Mt5Gateway:
             return NoAnswer("unparseable")
         stranger = next((d.login for d in page if d.login != login), None)
         return self._crossed("deal/get_page", login, stranger) if stranger is not None else page
+
+    def deals_of_groups(
+        self, group_mask: str, from_s: int, to_s: int, *, rows_max: int = BATCH_ROWS_MAX
+    ) -> list[DealRecord] | NoAnswer:
+        """Every deal of the accounts in the groups matching ``group_mask`` with a time in
+        [from_s, to_s] (``deal/get_batch``), or NoAnswer: never a partial list.
+
+        The Web API states no size limit for a batch [U] and a server may cut one silently: an answer
+        of ``rows_max`` rows or more is taken as possibly cut, and its window is split in two and
+        read again, down to one second (still full there: NoAnswer "too_many_deals"); so is an
+        answer too large for the transport."""
+        invariant(from_s <= to_s, "a window ends after it starts")
+        found: dict[int, DealRecord] = {}
+        windows = [(from_s, to_s)]
+        while windows:
+            start, end = windows.pop()
+            answer = self._read("deal/get_batch", {"group": group_mask, "from": start, "to": end})
+            if isinstance(answer, NoAnswer) and answer.reason == "answer_too_large" and start < end:
+                middle = (start + end) // 2
+                windows.extend(((start, middle), (middle + 1, end)))
+                continue
+            if isinstance(answer, NoAnswer):
+                return answer
+            if answer.retcode != 0:
+                return NoAnswer("unexpected_retcode", answer.retcode)
+            try:
+                deals = [parse_deal(obj) for obj in list_answer(answer)]
+            except AnswerError:
+                return NoAnswer("unparseable")
+            if len(deals) >= rows_max:
+                if start == end:
+                    return NoAnswer("too_many_deals")
+                middle = (start + end) // 2
+                windows.extend(((start, middle), (middle + 1, end)))
+                continue
+            found.update((d.ticket, d) for d in deals)
+        return sorted(found.values(), key=lambda d: d.ticket)
 
     # -- account facts ---------------------------------------------------------------------------
 

@@ -89,7 +89,9 @@ async def build(settings: SimSettings, health: Health) -> Simulator:
     )
     await control.load()
     api = api_app(
-        ApiHandlers(service, deliverer, settings.api_key.reveal()), health, settings.request_body_max_bytes
+        ApiHandlers(service, deliverer, settings.api_key.reveal(), control),
+        health,
+        settings.request_body_max_bytes,
     )
     control_api = control_app(ControlHandlers(control, faults), health)
     return Simulator(pool, control, deliverer, api, control_api, health)

@@ -10,12 +10,13 @@ one request into two.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hashlib
 import hmac
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from aiohttp import web
 from backbone.carddata import find_card_field, find_card_number
@@ -86,9 +87,40 @@ def request_digest(method: str, path: str, document: dict[str, Any]) -> bytes:
     return hashlib.sha256(f"{method} {path}\n".encode() + canonical.encode()).digest()
 
 
+class ReportFiles(Protocol):
+    """What the report endpoints read (the control service computes the files)."""
+
+    async def settlement_csv(self, day: dt.date, seed: str | None) -> str: ...
+
+    async def bank_csv(self, day: dt.date, seed: str | None, batch_id: str | None = None) -> str: ...
+
+
+REPORT_TYPES: Final = {"settlement.itemized": "settlement", "payouts.bank_deposits": "bank_deposits"}
+
+
+def _report_run(kind: str, day: dt.date) -> dict[str, Any]:
+    report_type = next(k for k, v in REPORT_TYPES.items() if v == kind)
+    file_id = f"file_{kind}_{day:%Y%m%d}"
+    return {
+        "id": f"frr_{kind}_{day:%Y%m%d}",
+        "object": "reporting.report_run",
+        "report_type": report_type,
+        "parameters": {"business_date": day.isoformat()},
+        "status": "succeeded",
+        "result": {"id": file_id, "object": "file", "url": f"/v1/files/{file_id}/contents"},
+    }
+
+
 class ApiHandlers:
-    def __init__(self, service: PspService, deliverer: WebhookDeliverer, api_key: str) -> None:
+    def __init__(
+        self,
+        service: PspService,
+        deliverer: WebhookDeliverer,
+        api_key: str,
+        reports: ReportFiles | None = None,
+    ) -> None:
         self._service, self._deliverer, self._api_key = service, deliverer, api_key.encode()
+        self._reports = reports
 
     @web.middleware
     async def middleware(
@@ -236,6 +268,72 @@ class ApiHandlers:
             await self._service.refunds_where(reference=reference or None, intent_id=intent_id)
         )
 
+    # -- reports (Stripe-like report runs; the simulator's runs succeed at once) ----------------------
+
+    async def create_report_run(self, request: web.Request) -> web.StreamResponse:
+        document = prepare_body(await request.read())
+        if isinstance(document, web.Response):
+            return document
+        kind = REPORT_TYPES.get(str(document.get("report_type")))
+        params = document.get("parameters")
+        day = _report_date(params.get("business_date") if isinstance(params, dict) else None)
+        if kind is None:
+            return error_response(
+                400,
+                "invalid_request_error",
+                "parameter_invalid",
+                f"report_type must be one of {', '.join(REPORT_TYPES)}.",
+                param="report_type",
+            )
+        if day is None:
+            return error_response(
+                400,
+                "invalid_request_error",
+                "parameter_invalid",
+                "parameters.business_date must be a date YYYY-MM-DD.",
+                param="parameters.business_date",
+            )
+        return web.json_response(_report_run(kind, day))
+
+    async def retrieve_report_run(self, request: web.Request) -> web.StreamResponse:
+        parsed = _parse_report_id(request.match_info["id"], "frr_")
+        if parsed is None:
+            return error_response(404, "invalid_request_error", "resource_missing", "No such report run.")
+        return web.json_response(_report_run(*parsed))
+
+    async def file_contents(self, request: web.Request) -> web.StreamResponse:
+        parsed = _parse_report_id(request.match_info["id"], "file_")
+        if parsed is None or self._reports is None:
+            return error_response(404, "invalid_request_error", "resource_missing", "No such file.")
+        kind, day = parsed
+        if kind == "settlement":
+            text = await self._reports.settlement_csv(day, None)
+        else:
+            text = await self._reports.bank_csv(day, None)
+        return web.Response(body=text.encode(), content_type="text/csv", charset="utf-8")
+
+
+def _report_date(value: object) -> dt.date | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _parse_report_id(value: str, prefix: str) -> tuple[str, dt.date] | None:
+    """(kind, date) from ``frr_<kind>_<YYYYMMDD>`` / ``file_<kind>_<YYYYMMDD>``."""
+    if not value.startswith(prefix):
+        return None
+    kind, _, stamp = value[len(prefix) :].rpartition("_")
+    if kind not in REPORT_TYPES.values() or len(stamp) != 8 or not stamp.isdigit():
+        return None
+    try:
+        return kind, dt.datetime.strptime(stamp, "%Y%m%d").date()
+    except ValueError:
+        return None
+
 
 def api_app(handlers: ApiHandlers, health: Health, body_max_bytes: int) -> web.Application:
     app = web.Application(client_max_size=body_max_bytes, middlewares=[handlers.middleware])
@@ -252,6 +350,9 @@ def api_app(handlers: ApiHandlers, health: Health, body_max_bytes: int) -> web.A
             web.post("/v1/refunds", h.create_refund),
             web.get("/v1/refunds", h.list_refunds),
             web.get("/v1/refunds/{id}", h.retrieve_refund),
+            web.post("/v1/reporting/report_runs", h.create_report_run),
+            web.get("/v1/reporting/report_runs/{id}", h.retrieve_report_run),
+            web.get("/v1/files/{id}/contents", h.file_contents),
             *aiohttp_routes(health),
         ]
     )

@@ -1,0 +1,97 @@
+"""``PgRecordStore``: the read models, written by the consumer in its batch transaction (psycopg).
+
+Every insert is ``ON CONFLICT DO NOTHING`` on the record's own key: a record is kept once, with the
+business date it was given the first time (redelivery and replays change nothing)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+import psycopg
+
+from reconciler.domain.intake import Journal, MoneyFact, Mt5Operation, Record
+
+_FACT: Final = (
+    "INSERT INTO money_facts (source_key, kind, payment_id, merchant_id, provider, provider_object_id,"
+    " amount_minor, currency, deposit_reference, occurred_at_ms, business_date, event_id)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+_OPERATION: Final = (
+    "INSERT INTO mt5_operations (source_key, kind, row_id, comment, payment_id, mt5_login, amount_minor,"
+    " currency, deal_ticket, payment_amount_minor, payment_currency, fx_rate, occurred_at_ms,"
+    " business_date, event_id)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+_JOURNAL: Final = (
+    "INSERT INTO journals (journal_id, reference, payment_id, business_date, balanced, entries, event_id)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+
+
+def _fact(r: MoneyFact) -> tuple[Any, ...]:
+    return (
+        r.source_key,
+        r.kind,
+        r.payment_id,
+        r.merchant_id,
+        r.provider,
+        r.provider_object_id,
+        r.amount_minor,
+        r.currency,
+        r.deposit_reference,
+        r.occurred_at_ms,
+        r.business_date,
+        r.event_id,
+    )
+
+
+def _operation(r: Mt5Operation) -> tuple[Any, ...]:
+    return (
+        r.source_key,
+        r.kind,
+        r.row_id,
+        r.comment,
+        r.payment_id,
+        r.mt5_login,
+        r.amount_minor,
+        r.currency,
+        r.deal_ticket,
+        r.payment_amount_minor,
+        r.payment_currency,
+        r.fx_rate,
+        r.occurred_at_ms,
+        r.business_date,
+        r.event_id,
+    )
+
+
+def _journal(r: Journal) -> tuple[Any, ...]:
+    entries = [{"account": a, "direction": d, "amount_minor": m, "currency": c} for a, d, m, c in r.entries]
+    return (
+        r.journal_id,
+        r.reference,
+        r.payment_id,
+        r.business_date,
+        r.balanced,
+        json.dumps(entries),
+        r.event_id,
+    )
+
+
+class PgRecordStore:
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self._conn = conn
+
+    def keep(self, records: Sequence[Record]) -> int:
+        facts = [_fact(r) for r in records if isinstance(r, MoneyFact)]
+        operations = [_operation(r) for r in records if isinstance(r, Mt5Operation)]
+        journals = [_journal(r) for r in records if isinstance(r, Journal)]
+        kept = 0
+        with self._conn.cursor() as cur:
+            for sql, rows in ((_FACT, facts), (_OPERATION, operations), (_JOURNAL, journals)):
+                if rows:
+                    cur.executemany(sql, rows)
+                    kept += max(cur.rowcount, 0)
+        return kept

@@ -1,0 +1,522 @@
+"""``PgReconStore``: imports, runs, matching and cases on PostgreSQL through SQLAlchemy Core.
+
+Each method is its own transaction (``engine.begin()``), except the run lock, which holds one
+connection for the whole run: ``pg_try_advisory_lock`` (or ``pg_advisory_lock`` when waiting) on a
+key of the business date. PostgreSQL releases it when that connection ends, so a crashed run never
+blocks the date; the next run marks the crashed run's row ``failed``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import date
+from typing import Any, Final
+
+import psycopg
+from backbone.money import currency_exponents as known_exponents
+from backbone.outbox import OutboxWriter
+from sqlalchemy import Connection, Engine, and_, create_engine, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+
+from reconciler.adapters.matching import match_all
+from reconciler.adapters.tables import (
+    bank_rows,
+    case_history,
+    cases,
+    currency_exponents,
+    findings,
+    imports,
+    mt5_deals,
+    runs,
+    settlement_rows,
+)
+from reconciler.application.ports import (
+    AlreadyImported,
+    Deal,
+    Imported,
+    ImportResult,
+    MatchParams,
+    RunInProgress,
+)
+from reconciler.domain.cases import (
+    CaseAction,
+    CaseClass,
+    CaseStatus,
+    Finding,
+    KnownCase,
+    Open,
+    Reopen,
+    ResolveFixed,
+    Unchanged,
+    UpdateEvidence,
+)
+from reconciler.domain.reports import BankRow, ParsedReport, ReportType, SettlementRow
+
+LOCK_NAMESPACE: Final = 0x5EC0  # advisory lock key 1: the reconciler's runs; key 2: the date
+INSERT_CHUNK: Final = 5000
+ACTOR: Final = "reconciler"
+
+
+def make_engine(database_url: str, *, application_name: str = "reconciler") -> Engine:
+    """An engine on the psycopg (v3) dialect; ``database_url`` is a libpq URL or conninfo string,
+    exactly what every other service takes."""
+
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(database_url, application_name=application_name)
+
+    return create_engine(
+        "postgresql+psycopg://", creator=connect, pool_size=2, max_overflow=2, pool_pre_ping=True
+    )
+
+
+def _settlement_values(import_id: int, row: SettlementRow) -> dict[str, Any]:
+    return {
+        "import_id": import_id,
+        "source_key": row.source_key,
+        "line_no": row.line_no,
+        "balance_transaction_id": row.balance_transaction_id,
+        "type": row.type,
+        "payment_intent_id": row.payment_intent_id,
+        "source_id": row.source_id,
+        "reference": row.reference,
+        "source_reference": row.source_reference,
+        "currency": row.currency,
+        "gross_minor": row.gross_minor,
+        "fee_minor": row.fee_minor,
+        "net_minor": row.net_minor,
+        "payout_batch_id": row.payout_batch_id,
+        "created_at_ms": row.created_at_ms,
+    }
+
+
+def _bank_values(import_id: int, row: BankRow) -> dict[str, Any]:
+    return {
+        "import_id": import_id,
+        "source_key": row.source_key,
+        "line_no": row.line_no,
+        "deposit_id": row.deposit_id,
+        "payout_batch_id": row.payout_batch_id,
+        "value_date": row.value_date,
+        "currency": row.currency,
+        "amount_minor": row.amount_minor,
+        "item_count": row.item_count,
+        "bank_reference": row.bank_reference,
+    }
+
+
+_COMPARED: Final = {
+    "settlement": (
+        "type",
+        "payment_intent_id",
+        "source_id",
+        "currency",
+        "gross_minor",
+        "fee_minor",
+        "net_minor",
+        "payout_batch_id",
+    ),
+    "bank_deposits": ("payout_batch_id", "value_date", "currency", "amount_minor", "item_count"),
+}
+
+
+class PgReconStore:
+    def __init__(self, engine: Engine, outbox: OutboxWriter | None, events_topic: str) -> None:
+        self._engine, self._outbox, self._topic = engine, outbox, events_topic
+
+    # -- imports -------------------------------------------------------------------------------------
+
+    def save_import(self, report: ParsedReport, source: str) -> ImportResult:
+        key = (report.provider, report.report_type, report.business_date)
+        with self._engine.begin() as conn:
+            # one importer per (provider, type, date) at a time: versions are numbered without gaps
+            conn.execute(
+                select(func.pg_advisory_xact_lock(LOCK_NAMESPACE + 1, func.hashtext("|".join(map(str, key)))))
+            )
+            same = conn.execute(
+                select(imports.c.id, imports.c.version).where(
+                    imports.c.provider == report.provider,
+                    imports.c.report_type == report.report_type,
+                    imports.c.business_date == report.business_date,
+                    imports.c.digest == report.digest,
+                )
+            ).first()
+            if same is not None:
+                return AlreadyImported(same.id, same.version)
+            previous = self._latest(conn, report.provider, report.report_type, report.business_date)
+            version = 1 if previous is None else previous[1] + 1
+            changes = {} if previous is None else self._changes(conn, previous[0], report)
+            import_id = conn.execute(
+                insert(imports)
+                .values(
+                    provider=report.provider,
+                    report_type=report.report_type,
+                    business_date=report.business_date,
+                    version=version,
+                    digest=report.digest,
+                    source=source,
+                    row_count=report.row_count,
+                    changes=changes,
+                )
+                .returning(imports.c.id)
+            ).scalar_one()
+            if report.report_type == "settlement":
+                values = [_settlement_values(import_id, r) for r in report.settlement]
+                table = settlement_rows
+            else:
+                values = [_bank_values(import_id, r) for r in report.bank]
+                table = bank_rows
+            for start in range(0, len(values), INSERT_CHUNK):
+                conn.execute(insert(table), values[start : start + INSERT_CHUNK])
+            return Imported(import_id, version, report.row_count, changes)
+
+    def _changes(self, conn: Connection, previous_id: int, report: ParsedReport) -> dict[str, Any]:
+        """The difference from the previous version by source key: added, removed, changed."""
+        table = settlement_rows if report.report_type == "settlement" else bank_rows
+        compared = _COMPARED[report.report_type]
+        old = {
+            r.source_key: tuple(getattr(r, c) for c in compared)
+            for r in conn.execute(
+                select(table.c.source_key, *(table.c[c] for c in compared)).where(
+                    table.c.import_id == previous_id
+                )
+            )
+        }
+        rows: Sequence[SettlementRow | BankRow] = report.settlement or report.bank
+        new = {r.source_key: tuple(getattr(r, c) for c in compared) for r in rows}
+        changed = sorted(k for k in new.keys() & old.keys() if new[k] != old[k])
+        return {
+            "previous_import_id": previous_id,
+            "added": sorted(new.keys() - old.keys()),
+            "removed": sorted(old.keys() - new.keys()),
+            "changed": changed,
+        }
+
+    @staticmethod
+    def _latest(
+        conn: Connection, provider: str, report_type: str, business_date: date
+    ) -> tuple[int, int] | None:
+        row = conn.execute(
+            select(imports.c.id, imports.c.version)
+            .where(
+                imports.c.provider == provider,
+                imports.c.report_type == report_type,
+                imports.c.business_date == business_date,
+            )
+            .order_by(imports.c.version.desc())
+            .limit(1)
+        ).first()
+        return None if row is None else (row.id, row.version)
+
+    def latest_import(self, provider: str, report_type: ReportType, business_date: date) -> int | None:
+        with self._engine.connect() as conn:
+            found = self._latest(conn, provider, report_type, business_date)
+        return None if found is None else found[0]
+
+    # -- runs ----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def run_lock(self, business_date: date, *, wait: bool) -> Iterator[None]:
+        day = business_date.toordinal()
+        with self._engine.connect() as conn:
+            if wait:
+                conn.execute(select(func.pg_advisory_lock(LOCK_NAMESPACE, day)))
+            elif not conn.execute(select(func.pg_try_advisory_lock(LOCK_NAMESPACE, day))).scalar_one():
+                conn.rollback()
+                running = self._running(business_date)
+                raise RunInProgress(
+                    f"a reconciliation of {business_date} is already running"
+                    + (f" (run {running})" if running is not None else "")
+                    + "; wait for it (--wait) or try later"
+                )
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.execute(select(func.pg_advisory_unlock(LOCK_NAMESPACE, day)))
+                conn.commit()
+
+    def _running(self, business_date: date) -> int | None:
+        with self._engine.connect() as conn:
+            return conn.execute(
+                select(runs.c.id).where(runs.c.business_date == business_date, runs.c.status == "running")
+            ).scalar()
+
+    def start_run(self, business_date: date, as_of_ms: int) -> int:
+        """A new run row; a 'running' row of the date left by a crashed run (the lock is ours now,
+        so nobody runs it) is marked failed first."""
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(runs)
+                .where(runs.c.business_date == business_date, runs.c.status == "running")
+                .values(
+                    status="failed",
+                    finished_at=func.now(),
+                    problems=["the run did not finish (crashed)"],
+                )
+            )
+            conn.execute(
+                insert(currency_exponents)
+                .values([{"currency": c, "exponent": e} for c, e in sorted(known_exponents().items())])
+                .on_conflict_do_nothing()
+            )
+            return int(
+                conn.execute(
+                    insert(runs)
+                    .values(business_date=business_date, status="running", as_of_ms=as_of_ms)
+                    .returning(runs.c.id)
+                ).scalar_one()
+            )
+
+    def save_deals(self, run_id: int, deals: Sequence[Deal]) -> None:
+        values = [
+            {
+                "run_id": run_id,
+                "ticket": d.ticket,
+                "login": d.login,
+                "action": d.action,
+                "comment": d.comment,
+                "profit": d.profit,
+                "time_ms": d.time_ms,
+            }
+            for d in deals
+        ]
+        with self._engine.begin() as conn:
+            for start in range(0, len(values), INSERT_CHUNK):
+                conn.execute(insert(mt5_deals).on_conflict_do_nothing(), values[start : start + INSERT_CHUNK])
+
+    def match(self, params: MatchParams) -> tuple[dict[str, int], list[Finding]]:
+        with self._engine.begin() as conn:
+            conn.execute(text("SET LOCAL work_mem = '256MB'"))
+            counts = match_all(conn, params)
+            rows = conn.execute(
+                select(findings.c.case_key, findings.c.case_class, findings.c.summary, findings.c.evidence)
+                .where(findings.c.run_id == params.run_id)
+                .order_by(findings.c.case_key)
+            ).all()
+        return counts, [Finding(r.case_key, CaseClass(r.case_class), r.summary, r.evidence) for r in rows]
+
+    def finish_run(
+        self,
+        run_id: int,
+        status: str,
+        problems: Sequence[str],
+        summary: dict[str, Any],
+        settlement_import_id: int | None,
+        bank_import_id: int | None,
+    ) -> None:
+        with self._engine.begin() as conn:
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .values(
+                    status=status,
+                    finished_at=func.now(),
+                    problems=list(problems),
+                    summary=summary,
+                    settlement_import_id=settlement_import_id,
+                    bank_import_id=bank_import_id,
+                )
+            )
+
+    # -- cases ---------------------------------------------------------------------------------------
+
+    def known_cases(self, keys: Sequence[str]) -> dict[str, KnownCase]:
+        found: dict[str, KnownCase] = {}
+        with self._engine.connect() as conn:
+            for start in range(0, len(keys), INSERT_CHUNK):
+                chunk = list(keys[start : start + INSERT_CHUNK])
+                for r in conn.execute(
+                    select(cases.c.id, cases.c.case_key, cases.c.status, cases.c.evidence_digest).where(
+                        cases.c.case_key.in_(chunk)
+                    )
+                ):
+                    found[r.case_key] = KnownCase(
+                        r.id, r.case_key, CaseStatus(r.status), bytes(r.evidence_digest)
+                    )
+        return found
+
+    def open_cases_of(self, business_date: date) -> list[KnownCase]:
+        with self._engine.connect() as conn:
+            return [
+                KnownCase(r.id, r.case_key, CaseStatus(r.status), bytes(r.evidence_digest))
+                for r in conn.execute(
+                    select(cases.c.id, cases.c.case_key, cases.c.status, cases.c.evidence_digest).where(
+                        cases.c.business_date == business_date,
+                        cases.c.status.in_([CaseStatus.OPEN.value, CaseStatus.ACKNOWLEDGED.value]),
+                    )
+                )
+            ]
+
+    def apply_cases(self, run_id: int, business_date: date, actions: Sequence[CaseAction]) -> dict[str, int]:
+        counts = {"opened": 0, "updated": 0, "reopened": 0, "resolved": 0, "unchanged": 0}
+        events: list[tuple[str, str, dict[str, Any]]] = []
+        with self._engine.begin() as conn:
+            for action in actions:
+                match action:
+                    case Open(finding=f):
+                        case_id = conn.execute(
+                            insert(cases)
+                            .values(
+                                case_key=f.case_key,
+                                case_class=f.case_class.value,
+                                severity=f.severity.value,
+                                business_date=business_date,
+                                status=CaseStatus.OPEN.value,
+                                summary=f.summary,
+                                evidence=f.evidence,
+                                evidence_digest=f.digest,
+                                first_run_id=run_id,
+                                last_run_id=run_id,
+                            )
+                            .returning(cases.c.id)
+                        ).scalar_one()
+                        self._history(conn, case_id, "opened", run_id, f.summary)
+                        events.append(("CaseOpened", f.case_key, _opened(case_id, business_date, f)))
+                        counts["opened"] += 1
+                    case Unchanged(case_id=case_id):
+                        conn.execute(update(cases).where(cases.c.id == case_id).values(last_run_id=run_id))
+                        counts["unchanged"] += 1
+                    case UpdateEvidence(case_id=case_id, finding=f):
+                        self._evidence(conn, case_id, run_id, f)
+                        self._history(conn, case_id, "evidence_changed", run_id, f.summary)
+                        counts["updated"] += 1
+                    case Reopen(case_id=case_id, finding=f):
+                        self._evidence(conn, case_id, run_id, f, reopen=True)
+                        self._history(conn, case_id, "reopened", run_id, f.summary)
+                        events.append(("CaseOpened", f.case_key, _opened(case_id, business_date, f)))
+                        counts["reopened"] += 1
+                    case ResolveFixed(case_id=case_id, case_key=key):
+                        note = f"run {run_id} no longer finds it: the evidence was fixed"
+                        conn.execute(
+                            update(cases)
+                            .where(cases.c.id == case_id)
+                            .values(
+                                status=CaseStatus.RESOLVED.value,
+                                resolved_at=func.now(),
+                                updated_at=func.now(),
+                                resolution=note,
+                                last_run_id=run_id,
+                            )
+                        )
+                        self._history(conn, case_id, "resolved", run_id, note)
+                        events.append(
+                            (
+                                "CaseResolved",
+                                key,
+                                {"case_id": case_id, "resolution": note, "resolved_by": ACTOR},
+                            )
+                        )
+                        counts["resolved"] += 1
+            if self._outbox is not None and events:
+                raw = conn.connection.driver_connection
+                messages = [self._outbox.event(self._topic, t, key, body) for t, key, body in events]
+                self._outbox.write(raw, messages)  # type: ignore[arg-type]
+        return counts
+
+    @staticmethod
+    def _evidence(conn: Connection, case_id: int, run_id: int, f: Finding, *, reopen: bool = False) -> None:
+        values: dict[str, Any] = {
+            "summary": f.summary,
+            "evidence": f.evidence,
+            "evidence_digest": f.digest,
+            "last_run_id": run_id,
+            "updated_at": func.now(),
+        }
+        if reopen:
+            values |= {
+                "status": CaseStatus.OPEN.value,
+                "resolved_at": None,
+                "resolution": None,
+                "reopened": cases.c.reopened + 1,
+            }
+        conn.execute(update(cases).where(cases.c.id == case_id).values(**values))
+
+    @staticmethod
+    def _history(
+        conn: Connection, case_id: int, action: str, run_id: int | None, note: str, actor: str = ACTOR
+    ) -> None:
+        conn.execute(
+            insert(case_history).values(case_id=case_id, action=action, run_id=run_id, actor=actor, note=note)
+        )
+
+    # -- operator reads --------------------------------------------------------------------------------
+
+    def runs_of(self, business_date: date | None, limit: int = 50) -> list[dict[str, Any]]:
+        query = select(runs).order_by(runs.c.id.desc()).limit(limit)
+        if business_date is not None:
+            query = query.where(runs.c.business_date == business_date)
+        with self._engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
+        return None if row is None else dict(row._mapping)
+
+    def cases_where(
+        self,
+        *,
+        business_date: date | None = None,
+        status: str | None = None,
+        case_class: str | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        query = (
+            select(
+                cases.c.id,
+                cases.c.case_key,
+                cases.c.case_class,
+                cases.c.severity,
+                cases.c.business_date,
+                cases.c.status,
+                cases.c.summary,
+                cases.c.opened_at,
+                cases.c.updated_at,
+                cases.c.reopened,
+            )
+            .order_by(cases.c.id)
+            .limit(limit)
+        )
+        conditions = []
+        if business_date is not None:
+            conditions.append(cases.c.business_date == business_date)
+        if status is not None:
+            conditions.append(cases.c.status == status)
+        if case_class is not None:
+            conditions.append(cases.c.case_class == case_class)
+        if conditions:
+            query = query.where(and_(*conditions))
+        with self._engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+    def case(self, case_id: int) -> dict[str, Any] | None:
+        with self._engine.connect() as conn:
+            row = conn.execute(select(cases).where(cases.c.id == case_id)).first()
+            if row is None:
+                return None
+            history = [
+                dict(h._mapping)
+                for h in conn.execute(
+                    select(case_history).where(case_history.c.case_id == case_id).order_by(case_history.c.id)
+                )
+            ]
+        found = dict(row._mapping)
+        found.pop("evidence_digest", None)
+        found["history"] = history
+        return found
+
+
+def _opened(case_id: int, business_date: date, f: Finding) -> dict[str, Any]:
+    return {
+        "case_id": case_id,
+        "business_date": business_date.isoformat(),
+        "case_class": f.case_class.value,
+        "source_key": f.case_key,
+        "summary": f.summary[:500],
+    }
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)

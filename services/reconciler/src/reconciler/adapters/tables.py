@@ -1,0 +1,193 @@
+"""The reconciler's tables as SQLAlchemy Core metadata (the schema itself is migrations/0001)."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Boolean, Column, Date, Integer, LargeBinary, MetaData, Numeric, Table, Text
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+money_facts = Table(
+    "money_facts",
+    metadata,
+    Column("source_key", Text, primary_key=True),
+    Column("kind", Text),
+    Column("payment_id", Text),
+    Column("merchant_id", Text),
+    Column("provider", Text),
+    Column("provider_object_id", Text),
+    Column("amount_minor", BigInteger),
+    Column("currency", Text),
+    Column("deposit_reference", Text),
+    Column("occurred_at_ms", BigInteger),
+    Column("business_date", Date),
+    Column("event_id", Text),
+)
+
+mt5_operations = Table(
+    "mt5_operations",
+    metadata,
+    Column("source_key", Text, primary_key=True),
+    Column("kind", Text),
+    Column("row_id", BigInteger),
+    Column("comment", Text),
+    Column("payment_id", Text),
+    Column("mt5_login", BigInteger),
+    Column("amount_minor", BigInteger),
+    Column("currency", Text),
+    Column("deal_ticket", BigInteger),
+    Column("payment_amount_minor", BigInteger),
+    Column("payment_currency", Text),
+    Column("fx_rate", Text),
+    Column("occurred_at_ms", BigInteger),
+    Column("business_date", Date),
+    Column("event_id", Text),
+)
+
+journals = Table(
+    "journals",
+    metadata,
+    Column("journal_id", BigInteger, primary_key=True),
+    Column("reference", Text),
+    Column("payment_id", Text),
+    Column("business_date", Date),
+    Column("balanced", Boolean),
+    Column("entries", JSONB),
+    Column("event_id", Text),
+)
+
+imports = Table(
+    "imports",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("provider", Text),
+    Column("report_type", Text),
+    Column("business_date", Date),
+    Column("version", Integer),
+    Column("digest", LargeBinary),
+    Column("source", Text),
+    Column("row_count", Integer),
+    Column("changes", JSONB),
+    Column("imported_at"),
+)
+
+settlement_rows = Table(
+    "settlement_rows",
+    metadata,
+    Column("import_id", BigInteger, primary_key=True),
+    Column("source_key", Text, primary_key=True),
+    Column("line_no", Integer),
+    Column("balance_transaction_id", Text),
+    Column("type", Text),
+    Column("payment_intent_id", Text),
+    Column("source_id", Text),
+    Column("reference", Text),
+    Column("source_reference", Text),
+    Column("currency", Text),
+    Column("gross_minor", BigInteger),
+    Column("fee_minor", BigInteger),
+    Column("net_minor", BigInteger),
+    Column("payout_batch_id", Text),
+    Column("created_at_ms", BigInteger),
+)
+
+bank_rows = Table(
+    "bank_rows",
+    metadata,
+    Column("import_id", BigInteger, primary_key=True),
+    Column("source_key", Text, primary_key=True),
+    Column("line_no", Integer),
+    Column("deposit_id", Text),
+    Column("payout_batch_id", Text),
+    Column("value_date", Date),
+    Column("currency", Text),
+    Column("amount_minor", BigInteger),
+    Column("item_count", Integer),
+    Column("bank_reference", Text),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("business_date", Date),
+    Column("status", Text),
+    Column("started_at"),
+    Column("finished_at"),
+    Column("as_of_ms", BigInteger),
+    Column("settlement_import_id", BigInteger),
+    Column("bank_import_id", BigInteger),
+    Column("problems", JSONB),
+    Column("summary", JSONB),
+)
+
+mt5_deals = Table(
+    "mt5_deals",
+    metadata,
+    Column("run_id", BigInteger, primary_key=True),
+    Column("ticket", BigInteger, primary_key=True),
+    Column("login", BigInteger),
+    Column("action", Integer),
+    Column("comment", Text),
+    Column("profit", Numeric),
+    Column("time_ms", BigInteger),
+)
+
+currency_exponents = Table(
+    "currency_exponents",
+    metadata,
+    Column("currency", Text, primary_key=True),
+    Column("exponent", Integer),
+)
+
+matches = Table(
+    "matches",
+    metadata,
+    Column("run_id", BigInteger),
+    Column("layer", Text),
+    Column("left_key", Text),
+    Column("right_key", Text),
+)
+
+findings = Table(
+    "findings",
+    metadata,
+    Column("run_id", BigInteger, primary_key=True),
+    Column("case_key", Text, primary_key=True),
+    Column("case_class", Text),
+    Column("summary", Text),
+    Column("evidence", JSONB),
+)
+
+cases = Table(
+    "cases",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("case_key", Text),
+    Column("case_class", Text),
+    Column("severity", Text),
+    Column("business_date", Date),
+    Column("status", Text),
+    Column("summary", Text),
+    Column("evidence", JSONB),
+    Column("evidence_digest", LargeBinary),
+    Column("first_run_id", BigInteger),
+    Column("last_run_id", BigInteger),
+    Column("reopened", Integer),
+    Column("opened_at"),
+    Column("updated_at"),
+    Column("resolved_at"),
+    Column("resolution", Text),
+)
+
+case_history = Table(
+    "case_history",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("case_id", BigInteger),
+    Column("at"),
+    Column("action", Text),
+    Column("run_id", BigInteger),
+    Column("actor", Text),
+    Column("note", Text),
+)

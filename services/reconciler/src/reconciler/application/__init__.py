@@ -1,0 +1,1 @@
+"""Use cases over the ports: intake of events, imports, runs."""

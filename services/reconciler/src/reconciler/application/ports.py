@@ -1,0 +1,139 @@
+"""The reconciler's ports, as Protocols with closed results.
+
+- ``ReportSource``: the PSP's reports for a business date (its API; a file drop is an import of its
+  own, see ``application.imports``). ``Unavailable`` is "could not be read", never "empty".
+- ``DealSource``: MT5's balance deals of a time window, complete, or ``NoAnswer`` (never a partial
+  list: "no answer" is never "no deals").
+- ``RecordStore``: the read models the consumer keeps (one open transaction).
+- ``ReconStore``: imports, runs, matching and the case queue (``adapters.pg_store``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from typing import Any, Protocol
+
+from reconciler.domain.cases import CaseAction, Finding, KnownCase
+from reconciler.domain.intake import Record
+from reconciler.domain.reports import ParsedReport, ReportType
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoAnswer:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deal:
+    ticket: int
+    login: int
+    action: int
+    comment: str
+    profit: Decimal
+    time_ms: int
+
+
+class ReportSource(Protocol):
+    @property
+    def provider(self) -> str: ...
+
+    def fetch(self, report_type: ReportType, business_date: date) -> bytes | Unavailable: ...
+
+
+class DealSource(Protocol):
+    def balance_deals(self, from_ms: int, to_ms: int) -> list[Deal] | NoAnswer:
+        """Every deal of the window [from_ms, to_ms] (of the configured groups), or NoAnswer."""
+        ...
+
+
+class RecordStore(Protocol):
+    def keep(self, records: Sequence[Record]) -> int:
+        """Insert the records not kept yet (by their key); returns how many were new."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class MatchParams:
+    run_id: int
+    business_date: date
+    provider: str
+    as_of_ms: int
+    grace_ms: int
+    day_start_ms: int
+    day_end_ms: int
+    settlement_import_id: int | None
+    bank_import_id: int | None
+    mt5_complete: bool
+
+    @property
+    def settled_before_ms(self) -> int:
+        """Records older than this are past the grace period."""
+        return self.as_of_ms - self.grace_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    import_id: int
+    version: int
+    row_count: int
+    changes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AlreadyImported:
+    import_id: int
+    version: int
+
+
+ImportResult = Imported | AlreadyImported
+
+
+class RunInProgress(Exception):
+    """Another run of the same business date holds the lock."""
+
+
+class ReconStore(Protocol):
+    def save_import(self, report: ParsedReport, source: str) -> ImportResult:
+        """Store a report as the next version of its (provider, type, date), or recognise it."""
+        ...
+
+    def latest_import(self, provider: str, report_type: ReportType, business_date: date) -> int | None: ...
+
+    def run_lock(self, business_date: date, *, wait: bool) -> AbstractContextManager[None]:
+        """Held for the whole run; raises RunInProgress when not waiting and the lock is taken."""
+        ...
+
+    def start_run(self, business_date: date, as_of_ms: int) -> int: ...
+
+    def save_deals(self, run_id: int, deals: Sequence[Deal]) -> None: ...
+
+    def match(self, params: MatchParams) -> tuple[dict[str, int], list[Finding]]:
+        """Run every layer's match; return the counts and the run's findings."""
+        ...
+
+    def known_cases(self, keys: Sequence[str]) -> dict[str, KnownCase]: ...
+
+    def open_cases_of(self, business_date: date) -> list[KnownCase]: ...
+
+    def apply_cases(self, run_id: int, business_date: date, actions: Sequence[CaseAction]) -> dict[str, int]:
+        """Write the case actions with their history and CaseOpened/CaseResolved events."""
+        ...
+
+    def finish_run(
+        self,
+        run_id: int,
+        status: str,
+        problems: Sequence[str],
+        summary: dict[str, Any],
+        settlement_import_id: int | None,
+        bank_import_id: int | None,
+    ) -> None: ...

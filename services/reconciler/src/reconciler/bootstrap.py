@@ -1,0 +1,87 @@
+"""Wiring: the real adapters for each process. Tests call the same functions with test topics."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.consumer import BatchHandler, UnitOfWork
+from backbone.consumer.dlq import ReplayContext
+from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, topic_name
+from backbone.mt5.gateway import Mt5Gateway
+from backbone.mt5.settings import Mt5GatewaySettings
+from backbone.outbox import OutboxWriter
+from sqlalchemy import Engine
+
+from reconciler.adapters.mt5_deals import Mt5DealSource
+from reconciler.adapters.pg_records import PgRecordStore
+from reconciler.adapters.pg_store import PgReconStore, make_engine
+from reconciler.adapters.psp_reports import PspReportSource
+from reconciler.application.intake import make_handler
+from reconciler.application.runs import RunConfig
+from reconciler.settings import SERVICE_NAME, ReconSettings, RunSettings
+
+
+def catalogue_for(settings: ReconSettings) -> TopicCatalogue:
+    """The catalogue entries of the reconciler's topics under the configured names."""
+    base = TopicCatalogue.default()
+    renamed = {
+        "payments.events": settings.payments_topic,
+        "mt5.credit-events": settings.mt5_topic,
+        "ledger.events": settings.ledger_topic,
+        "recon.events": settings.events_topic,
+    }
+    specs = []
+    for name, new_name in renamed.items():
+        specs.append(replace(base.get(topic_name(name)), name=new_name))
+        specs.append(replace(base.get(topic_name(name) + DLQ_SUFFIX), name=new_name + DLQ_SUFFIX))
+    return TopicCatalogue(specs)
+
+
+def outbox_writer(settings: ReconSettings) -> tuple[AvroCodec, TopicCatalogue, OutboxWriter]:
+    codec = AvroCodec(SchemaCatalogue.default())
+    catalogue = catalogue_for(settings)
+    return codec, catalogue, OutboxWriter(codec, catalogue, SERVICE_NAME)
+
+
+def consumer_handler(settings: ReconSettings) -> BatchHandler:
+    def store_for(uow: UnitOfWork) -> PgRecordStore:
+        return PgRecordStore(uow.conn)
+
+    return make_handler(settings.calendar(), store_for)
+
+
+def consumer_parts(
+    settings: ReconSettings,
+) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter | None]:
+    codec, catalogue, _ = outbox_writer(settings)
+    return consumer_handler(settings), codec, catalogue, None
+
+
+def replay_context(consumer_name: str, settings: ReconSettings) -> ReplayContext:
+    handler, codec, catalogue, outbox = consumer_parts(settings)
+    return ReplayContext(consumer_name, handler, codec, catalogue, outbox)
+
+
+def recon_store(settings: ReconSettings, engine: Engine | None = None) -> PgReconStore:
+    _, _, outbox = outbox_writer(settings)
+    return PgReconStore(engine or make_engine(settings.database_url), outbox, settings.events_topic)
+
+
+def run_config(settings: ReconSettings, run: RunSettings) -> RunConfig:
+    return RunConfig(settings.provider, settings.calendar(), settings.grace_s * 1000, run.require_bank)
+
+
+def report_source(settings: ReconSettings, run: RunSettings) -> PspReportSource | None:
+    if not run.psp_api_url:
+        return None
+    key = run.psp_api_key.reveal() if run.psp_api_key is not None else ""
+    return PspReportSource(settings.provider, run.psp_api_url, key, float(run.psp_timeout_s))
+
+
+def deal_source(gateway: Mt5Gateway, run: RunSettings) -> Mt5DealSource:
+    return Mt5DealSource(gateway, run.mt5_groups)
+
+
+def mt5_gateway(settings: Mt5GatewaySettings) -> Mt5Gateway:
+    return Mt5Gateway(settings, name="reconciler")

@@ -1,0 +1,1 @@
+"""Pure rules: business dates, report parsing, event intake, discrepancy classes and cases."""

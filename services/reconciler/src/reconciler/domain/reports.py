@@ -1,0 +1,256 @@
+"""The PSP's settlement report and bank-deposit file, parsed strictly.
+
+A file is taken whole or not at all: the first bad line refuses the file with its line number and
+the reason (``ReportRefused``), and nothing of it is stored. Checked: the header names every column,
+every row has them all, the business date is the one asked for, currencies are ISO 4217 codes,
+amounts are integers in minor units with the sign their type allows (a charge brings money in,
+a refund or a dispute takes it out), ``net = gross - fee``, and no row appears twice.
+
+Every row gets a stable source key ``<provider>|<report type>|<row id>``: the same row in another
+version of the file has the same key, which is how versions are compared.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Final, Literal
+
+from backbone.money import currency_exponent
+
+ReportType = Literal["settlement", "bank_deposits"]
+REPORT_TYPES: Final = ("settlement", "bank_deposits")
+SETTLEMENT_COLUMNS: Final = (
+    "business_date",
+    "balance_transaction_id",
+    "type",
+    "payment_intent_id",
+    "source_id",
+    "reference",
+    "source_reference",
+    "currency",
+    "gross_minor",
+    "fee_minor",
+    "net_minor",
+    "payout_batch_id",
+    "created_at",
+)
+BANK_COLUMNS: Final = (
+    "deposit_id",
+    "payout_batch_id",
+    "business_date",
+    "value_date",
+    "currency",
+    "amount_minor",
+    "item_count",
+    "bank_reference",
+)
+ROW_TYPES: Final = ("charge", "refund", "dispute")
+AMOUNT_ABS_MAX: Final = 10**15
+
+
+class ReportRefused(ValueError):
+    """The file is not a valid report for that date; ``line`` is 1-based (the header is line 1)."""
+
+    def __init__(self, line: int | None, reason: str) -> None:
+        super().__init__(f"line {line}: {reason}" if line is not None else reason)
+        self.line, self.reason = line, reason
+
+
+@dataclass(frozen=True, slots=True)
+class SettlementRow:
+    line_no: int
+    source_key: str
+    balance_transaction_id: str
+    type: str
+    payment_intent_id: str
+    source_id: str
+    reference: str | None
+    source_reference: str | None
+    currency: str
+    gross_minor: int
+    fee_minor: int
+    net_minor: int
+    payout_batch_id: str
+    created_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BankRow:
+    line_no: int
+    source_key: str
+    deposit_id: str
+    payout_batch_id: str
+    value_date: date
+    currency: str
+    amount_minor: int
+    item_count: int
+    bank_reference: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedReport:
+    provider: str
+    report_type: ReportType
+    business_date: date
+    digest: bytes  # sha256 of the exact bytes: the same file imported twice is recognised
+    settlement: tuple[SettlementRow, ...] = ()
+    bank: tuple[BankRow, ...] = ()
+
+    @property
+    def row_count(self) -> int:
+        return len(self.settlement) + len(self.bank)
+
+
+def source_key(provider: str, report_type: ReportType, row_id: str) -> str:
+    return f"{provider}|{report_type}|{row_id}"
+
+
+def parse_report(provider: str, report_type: ReportType, business_date: date, data: bytes) -> ParsedReport:
+    """The report in ``data`` or ``ReportRefused`` naming the first bad line."""
+    digest = hashlib.sha256(data).digest()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReportRefused(None, f"not UTF-8 text (byte {exc.start})") from None
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    columns = SETTLEMENT_COLUMNS if report_type == "settlement" else BANK_COLUMNS
+    if not rows:
+        raise ReportRefused(None, "empty file (no header)")
+    if tuple(rows[0]) != columns:
+        raise ReportRefused(1, f"header must be {','.join(columns)}")
+    if not text.endswith("\n"):
+        raise ReportRefused(len(rows), "truncated: the last line has no line end")
+    seen: set[str] = set()
+    if report_type == "settlement":
+        settlement = []
+        for n, raw in enumerate(rows[1:], start=2):
+            row = _settlement_row(provider, business_date, n, _fields(n, raw, columns))
+            _once(n, row.balance_transaction_id, seen)
+            settlement.append(row)
+        return ParsedReport(provider, report_type, business_date, digest, settlement=tuple(settlement))
+    bank = []
+    for n, raw in enumerate(rows[1:], start=2):
+        brow = _bank_row(provider, business_date, n, _fields(n, raw, columns))
+        _once(n, brow.deposit_id, seen)
+        bank.append(brow)
+    return ParsedReport(provider, report_type, business_date, digest, bank=tuple(bank))
+
+
+def _once(line: int, row_id: str, seen: set[str]) -> None:
+    if row_id in seen:
+        raise ReportRefused(line, f"duplicate row {row_id!r}")
+    seen.add(row_id)
+
+
+def _fields(line: int, raw: Sequence[str], columns: Sequence[str]) -> dict[str, str]:
+    if len(raw) != len(columns):
+        raise ReportRefused(line, f"{len(raw)} fields, expected {len(columns)}")
+    return dict(zip(columns, raw, strict=True))
+
+
+def _text(line: int, f: dict[str, str], name: str, *, required: bool = True) -> str:
+    value = f[name].strip()
+    if required and not value:
+        raise ReportRefused(line, f"{name} is empty")
+    if len(value) > 200:
+        raise ReportRefused(line, f"{name} is longer than 200 characters")
+    return value
+
+
+def _int(line: int, f: dict[str, str], name: str) -> int:
+    value = f[name].strip()
+    digits = value[1:] if value.startswith("-") else value
+    if not digits.isascii() or not digits.isdigit():
+        raise ReportRefused(line, f"{name}={value!r} is not an integer amount in minor units")
+    number = int(value)
+    if abs(number) > AMOUNT_ABS_MAX:
+        raise ReportRefused(line, f"{name}={value} is out of range")
+    return number
+
+
+def _currency(line: int, f: dict[str, str]) -> str:
+    code = f["currency"].strip()
+    if len(code) != 3 or not code.isascii() or not code.isupper():
+        raise ReportRefused(line, f"currency={code!r} is not an ISO 4217 code")
+    try:
+        currency_exponent(code)
+    except ValueError:
+        raise ReportRefused(line, f"currency={code!r} is not a currency we know") from None
+    return code
+
+
+def _date(line: int, f: dict[str, str], name: str) -> date:
+    try:
+        return date.fromisoformat(f[name].strip())
+    except ValueError:
+        raise ReportRefused(line, f"{name}={f[name]!r} is not a date YYYY-MM-DD") from None
+
+
+def _same_date(line: int, f: dict[str, str], business_date: date) -> None:
+    found = _date(line, f, "business_date")
+    if found != business_date:
+        raise ReportRefused(line, f"business_date {found} is not the report's date {business_date}")
+
+
+def _settlement_row(provider: str, business_date: date, line: int, f: dict[str, str]) -> SettlementRow:
+    _same_date(line, f, business_date)
+    row_type = _text(line, f, "type")
+    if row_type not in ROW_TYPES:
+        raise ReportRefused(line, f"type={row_type!r} is not one of {', '.join(ROW_TYPES)}")
+    gross, fee, net = (_int(line, f, n) for n in ("gross_minor", "fee_minor", "net_minor"))
+    if row_type == "charge" and gross <= 0:
+        raise ReportRefused(line, f"a charge has a positive gross_minor, not {gross}")
+    if row_type != "charge" and gross >= 0:
+        raise ReportRefused(line, f"a {row_type} has a negative gross_minor, not {gross}")
+    if fee < 0:
+        raise ReportRefused(line, f"fee_minor={fee} is negative")
+    if net != gross - fee:
+        raise ReportRefused(line, f"net_minor {net} is not gross_minor - fee_minor ({gross - fee})")
+    try:
+        created = datetime.strptime(f["created_at"].strip(), "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        raise ReportRefused(line, f"created_at={f['created_at']!r} is not an ISO 8601 UTC time") from None
+    txn_id = _text(line, f, "balance_transaction_id")
+    return SettlementRow(
+        line_no=line,
+        source_key=source_key(provider, "settlement", txn_id),
+        balance_transaction_id=txn_id,
+        type=row_type,
+        payment_intent_id=_text(line, f, "payment_intent_id"),
+        source_id=_text(line, f, "source_id"),
+        reference=_text(line, f, "reference", required=False) or None,
+        source_reference=_text(line, f, "source_reference", required=False) or None,
+        currency=_currency(line, f),
+        gross_minor=gross,
+        fee_minor=fee,
+        net_minor=net,
+        payout_batch_id=_text(line, f, "payout_batch_id"),
+        created_at_ms=int(created.timestamp() * 1000),
+    )
+
+
+def _bank_row(provider: str, business_date: date, line: int, f: dict[str, str]) -> BankRow:
+    _same_date(line, f, business_date)
+    count = _int(line, f, "item_count")
+    if count < 1:
+        raise ReportRefused(line, f"item_count={count} is not positive")
+    value_date = _date(line, f, "value_date")
+    if value_date < business_date:
+        raise ReportRefused(line, f"value_date {value_date} is before the business date")
+    deposit_id = _text(line, f, "deposit_id")
+    return BankRow(
+        line_no=line,
+        source_key=source_key(provider, "bank_deposits", deposit_id),
+        deposit_id=deposit_id,
+        payout_batch_id=_text(line, f, "payout_batch_id"),
+        value_date=value_date,
+        currency=_currency(line, f),
+        amount_minor=_int(line, f, "amount_minor"),
+        item_count=count,
+        bank_reference=_text(line, f, "bank_reference", required=False),
+    )

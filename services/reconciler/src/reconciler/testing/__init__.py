@@ -1,0 +1,1 @@
+"""Builders and fixtures for the reconciler's tests."""

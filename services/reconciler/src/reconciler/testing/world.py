@@ -1,0 +1,275 @@
+"""A reconciler on a fresh, migrated database with scriptable inputs, for tests and the benchmark.
+
+Events go through the real intake handler (encoded and decoded by the real Avro codec, as the
+consumer would hand them over); reports are CSV bytes built here in the PSP's format; MT5 deals are
+a list the test controls (``ScriptedDeals``; the real ``Mt5DealSource`` is exercised against the MT5
+simulator in its own tests).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any, Final
+
+from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.consumer.messages import InboundEvent, UnitOfWork
+from backbone.kafka.topics import TopicCatalogue
+from backbone.outbox.writer import OutboxWriter
+from backbone.postgres import connect
+
+from reconciler.adapters.pg_records import PgRecordStore
+from reconciler.adapters.pg_store import PgReconStore, make_engine
+from reconciler.application.intake import make_handler
+from reconciler.application.ports import Deal, NoAnswer, Unavailable
+from reconciler.application.runs import RunConfig, RunResult, run_date
+from reconciler.domain.dates import BusinessCalendar
+from reconciler.domain.reports import BANK_COLUMNS, SETTLEMENT_COLUMNS, ReportType
+
+CODEC: Final = AvroCodec(SchemaCatalogue.default())
+CATALOGUE: Final = TopicCatalogue.default()
+UTC_MIDNIGHT: Final = BusinessCalendar(UTC, time(0, 0))
+DAY: Final = date(2026, 11, 30)
+HOUR_MS: Final = 3_600_000
+_seq = itertools.count(1)
+
+
+def at(day: date, hour: int, minute: int = 0) -> int:
+    """Epoch ms of ``day`` at hh:mm UTC."""
+    return int(datetime.combine(day, time(hour, minute), tzinfo=UTC).timestamp() * 1000)
+
+
+@dataclass
+class ScriptedDeals:
+    deals: list[Deal] = field(default_factory=list)
+    silent: str | None = None  # a reason: the read gives NoAnswer
+
+    def balance_deals(self, from_ms: int, to_ms: int) -> list[Deal] | NoAnswer:
+        if self.silent is not None:
+            return NoAnswer(self.silent)
+        return [d for d in self.deals if from_ms <= d.time_ms <= to_ms]
+
+    def add(self, login: int, comment: str, amount: str, time_ms: int, action: int = 2) -> Deal:
+        deal = Deal(100_000 + next(_seq), login, action, comment, Decimal(amount), time_ms)
+        self.deals.append(deal)
+        return deal
+
+
+@dataclass
+class ScriptedReports:
+    provider: str = "simpsp"
+    files: dict[tuple[str, date], bytes] = field(default_factory=dict)
+    down: str | None = None
+
+    def fetch(self, report_type: ReportType, business_date: date) -> bytes | Unavailable:
+        if self.down is not None:
+            return Unavailable(self.down)
+        found = self.files.get((report_type, business_date))
+        return found if found is not None else Unavailable("http_404")
+
+
+@dataclass
+class SettlementLine:
+    txn_id: str
+    type: str
+    payment_intent_id: str
+    source_id: str
+    reference: str
+    currency: str
+    gross_minor: int
+    fee_minor: int
+    batch: str
+    created_ms: int
+    source_reference: str = ""
+
+
+def settlement_csv(day: date, lines: Sequence[SettlementLine]) -> bytes:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(SETTLEMENT_COLUMNS)
+    for x in lines:
+        created = datetime.fromtimestamp(x.created_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        w.writerow(
+            (
+                day.isoformat(),
+                x.txn_id,
+                x.type,
+                x.payment_intent_id,
+                x.source_id,
+                x.reference,
+                x.source_reference,
+                x.currency,
+                x.gross_minor,
+                x.fee_minor,
+                x.gross_minor - x.fee_minor,
+                x.batch,
+                created,
+            )
+        )
+    return out.getvalue().encode()
+
+
+def bank_csv(day: date, lines: Sequence[SettlementLine], *, delta: dict[str, int] | None = None) -> bytes:
+    """The bank file that pays each batch of ``lines`` (``delta``: minor units added per batch)."""
+    sums: dict[str, list[Any]] = {}
+    for x in lines:
+        entry = sums.setdefault(x.batch, [x.currency, 0, 0])
+        entry[1] += x.gross_minor - x.fee_minor
+        entry[2] += 1
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(BANK_COLUMNS)
+    for batch, (currency, net, count) in sums.items():
+        amount = net + (delta or {}).get(batch, 0)
+        w.writerow(
+            (
+                f"dep_{batch}",
+                batch,
+                day.isoformat(),
+                (day + timedelta(days=2)).isoformat(),
+                currency,
+                amount,
+                count,
+                f"SIMPSP PAYOUT {batch}",
+            )
+        )
+    return out.getvalue().encode()
+
+
+@dataclass
+class World:
+    """The reconciler's parts on one real database."""
+
+    url: str
+    grace_ms: int = HOUR_MS
+    deals: ScriptedDeals = field(default_factory=ScriptedDeals)
+    reports: ScriptedReports = field(default_factory=ScriptedReports)
+    outbox: OutboxWriter = field(default_factory=lambda: OutboxWriter(CODEC, CATALOGUE, "reconciler"))
+    settlement: list[SettlementLine] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.engine = make_engine(self.url)
+        self.store = PgReconStore(self.engine, self.outbox, "recon.events")
+        self.handler = make_handler(UTC_MIDNIGHT, lambda uow: PgRecordStore(uow.conn))
+        self.config = RunConfig("simpsp", UTC_MIDNIGHT, self.grace_ms)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- events, through the real intake ----------------------------------------------------------
+
+    def deliver(self, event_type: str, payment_id: str, body: dict[str, Any], at_ms: int) -> None:
+        topic = {"JournalPosted": "ledger.events", "Mt5Credited": "mt5.credit-events"}.get(
+            event_type, "payments.events"
+        )
+        message = self.outbox.event(topic, event_type, payment_id, body, occurred_at_ms=at_ms)
+        inbound = InboundEvent(CODEC.decode(message.payload), topic, 0, next(_seq))
+        with connect(self.url, application_name="recon-test") as conn, conn.transaction():
+            self.handler(UnitOfWork(conn, None, "test"), [inbound])
+
+    def journal(self, reference: str, payment_id: str, amount: int, currency: str, at_ms: int) -> None:
+        self.deliver(
+            "JournalPosted",
+            payment_id,
+            {
+                "journal_id": next(_seq),
+                "reference": reference,
+                "business_date": UTC_MIDNIGHT.date_of(at_ms).isoformat(),
+                "source_event_id": f"evt-{next(_seq)}",
+                "entries": [
+                    {
+                        "account": "psp_receivable",
+                        "direction": "debit",
+                        "amount_minor": amount,
+                        "currency": currency,
+                    },
+                    {
+                        "account": "client_deposits_pending",
+                        "direction": "credit",
+                        "amount_minor": amount,
+                        "currency": currency,
+                    },
+                ],
+            },
+            at_ms,
+        )
+
+    def deposit(
+        self,
+        n: int,
+        *,
+        amount: int = 50_000,
+        currency: str = "USD",
+        login: int = 7001,
+        at_ms: int | None = None,
+        credited: bool = True,
+        deal: bool = True,
+        settled: bool = True,
+        journals: bool = True,
+    ) -> dict[str, Any]:
+        """One deposit end to end as the other services would report it: captured, credited to
+        MT5 with its deal, booked, and settled by the PSP (each step can be left out)."""
+        t = at_ms if at_ms is not None else at(DAY, 10) + n * 1000
+        pi, pay, op = f"pi_{n}", f"pay-{n}", f"op-{n}"
+        self.deliver(
+            "PaymentCaptured",
+            pay,
+            {
+                "merchant_id": "m1",
+                "operation_id": op,
+                "provider": "simpsp",
+                "provider_payment_id": pi,
+                "amount_minor": amount,
+                "currency": currency,
+                "deposit_reference": f"dr-{n}",
+            },
+            t,
+        )
+        if journals:
+            self.journal(f"capture:{op}", pay, amount, currency, t)
+        credit_id = 10_000 + n
+        if credited:
+            self.deliver(
+                "Mt5Credited",
+                pay,
+                {
+                    "credit_id": credit_id,
+                    "deposit_reference": f"dr-{n}",
+                    "mt5_login": login,
+                    "amount_minor": amount,
+                    "currency": currency,
+                    "deal_ticket": 500_000 + n,
+                    "provider": "simpsp",
+                    "provider_payment_id": pi,
+                    "payment_amount_minor": amount,
+                    "payment_currency": currency,
+                    "fx_rate": None,
+                },
+                t + 2000,
+            )
+            if journals:
+                self.journal(f"mt5-credit:{credit_id}", pay, amount, currency, t + 2000)
+            if deal:
+                self.deals.add(login, f"dep:{credit_id}", str(Decimal(amount) / 100), t + 1500)
+        line = SettlementLine(
+            f"txn_{n}", "charge", pi, f"ch_{n}", pay, currency, amount, 200 + amount // 100, "po_1", t
+        )
+        if settled:
+            self.settlement.append(line)
+        return {"payment_id": pay, "pi": pi, "credit_id": credit_id, "line": line, "at_ms": t}
+
+    def publish_reports(self, day: date = DAY, *, bank_delta: dict[str, int] | None = None) -> None:
+        self.reports.files[("settlement", day)] = settlement_csv(day, self.settlement)
+        self.reports.files[("bank_deposits", day)] = bank_csv(day, self.settlement, delta=bank_delta)
+
+    def run(self, day: date = DAY, *, as_of_ms: int | None = None, wait: bool = False) -> RunResult:
+        as_of = as_of_ms if as_of_ms is not None else at(day + timedelta(days=1), 6)
+        return run_date(self.store, self.reports, self.deals, self.config, day, as_of, wait=wait)
+
+    def classes(self, result: RunResult) -> list[str]:
+        return sorted(f.case_class.value for f in result.findings)

@@ -1,0 +1,103 @@
+"""Business dates, event intake and the case transitions, as pure functions."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, time
+from zoneinfo import ZoneInfo
+
+import pytest
+from reconciler.domain.cases import (
+    CaseClass,
+    CaseStatus,
+    Finding,
+    KnownCase,
+    Open,
+    Reopen,
+    ResolveFixed,
+    Unchanged,
+    UpdateEvidence,
+    decide,
+)
+from reconciler.domain.dates import BusinessCalendar, parse_cutoff
+from reconciler.domain.intake import EventInfo, IntakeRefused, MoneyFact, is_balanced, record_of
+from reconciler.testing.world import at
+
+UTC_CAL = BusinessCalendar(UTC, time(0, 0))
+
+
+def test_business_date_follows_zone_and_cutoff() -> None:
+    """UTC midnight by default; a 22:00 Europe/Berlin cut-off books 23:30 local on the next date,
+    and a date's window runs from the previous day's cut-off to its own (23 hours across DST)."""
+    assert UTC_CAL.date_of(at(date(2026, 11, 30), 23, 59)) == date(2026, 11, 30)
+    assert UTC_CAL.date_of(at(date(2026, 12, 1), 0, 1)) == date(2026, 12, 1)
+    berlin = BusinessCalendar(ZoneInfo("Europe/Berlin"), time(22, 0))
+    assert berlin.date_of(at(date(2026, 11, 30), 22, 30)) == date(2026, 12, 1)  # 23:30 local: after cut-off
+    assert berlin.date_of(at(date(2026, 11, 30), 20, 59)) == date(2026, 11, 30)  # 21:59 local
+    start, end = berlin.window_ms(date(2026, 3, 29))  # DST starts in Berlin in that window
+    assert end - start == 23 * 3_600_000
+    assert berlin.date_of(start) == date(2026, 3, 29) and berlin.date_of(end - 1) == date(2026, 3, 29)
+    assert (
+        parse_cutoff("24:00") is None and parse_cutoff("7:00") is None and parse_cutoff("07:05") == time(7, 5)
+    )
+
+
+def _info(event_type: str) -> EventInfo:
+    return EventInfo("e1", event_type, "pay-1", at(date(2026, 11, 30), 12))
+
+
+def test_intake_keeps_money_facts_under_the_ledger_reference() -> None:
+    """A capture is kept as capture:<operation_id> with its intent id and business date; an event
+    that moves no money is not kept; a money event missing a field is refused, never dropped."""
+    body = {
+        "merchant_id": "m1",
+        "operation_id": "op-1",
+        "provider": "simpsp",
+        "provider_payment_id": "pi_1",
+        "amount_minor": 100,
+        "currency": "USD",
+        "deposit_reference": "dr-1",
+    }
+    fact = record_of(_info("PaymentCaptured"), body, UTC_CAL)
+    assert isinstance(fact, MoneyFact)
+    assert (fact.source_key, fact.provider_object_id, fact.business_date) == (
+        "capture:op-1",
+        "pi_1",
+        date(2026, 11, 30),
+    )
+    assert record_of(_info("PaymentAuthorized"), {}, UTC_CAL) is None
+    with pytest.raises(IntakeRefused, match="operation_id"):
+        record_of(_info("PaymentCaptured"), {k: v for k, v in body.items() if k != "operation_id"}, UTC_CAL)
+    with pytest.raises(IntakeRefused, match="negative"):
+        record_of(_info("PaymentCaptured"), body | {"amount_minor": -1}, UTC_CAL)
+
+
+def test_balanced_means_two_entries_and_zero_per_currency() -> None:
+    """Debits equal credits in every currency, with at least two entries."""
+    assert is_balanced((("a", "debit", 5, "USD"), ("b", "credit", 5, "USD")))
+    assert not is_balanced((("a", "debit", 5, "USD"), ("b", "credit", 5, "EUR")))
+    assert not is_balanced((("a", "debit", 0, "USD"),))
+
+
+def _finding(key: str, evidence: int = 1) -> Finding:
+    return Finding(key, CaseClass.AMOUNT_MISMATCH, "s", {"v": evidence})
+
+
+def test_decide_opens_updates_reopens_and_resolves() -> None:
+    """New key: open. Same evidence: unchanged (even when resolved). Changed evidence: update an
+    open case, reopen a resolved one. Open case no longer found by a complete run: resolved."""
+    same, changed, back = _finding("a"), _finding("b", 2), _finding("c", 3)
+    known = {
+        "a": KnownCase(1, "a", CaseStatus.RESOLVED, same.digest),
+        "b": KnownCase(2, "b", CaseStatus.OPEN, _finding("b").digest),
+        "c": KnownCase(3, "c", CaseStatus.RESOLVED, _finding("c").digest),
+    }
+    gone = KnownCase(4, "d", CaseStatus.ACKNOWLEDGED, b"x")
+    actions = decide([same, changed, back, _finding("new")], known, [known["b"], gone], complete=True)
+    assert actions == [
+        Unchanged(1),
+        UpdateEvidence(2, changed),
+        Reopen(3, back),
+        Open(_finding("new")),
+        ResolveFixed(4, "d"),
+    ]
+    assert not any(isinstance(a, ResolveFixed) for a in decide([], {}, [gone], complete=False))

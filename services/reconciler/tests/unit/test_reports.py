@@ -1,0 +1,81 @@
+"""The settlement report and bank file are taken whole or not at all: every bad input is refused
+with its line and reason, and a good file parses to stable source keys."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+from reconciler.domain.reports import ReportRefused, parse_report
+from reconciler.testing.world import DAY, SettlementLine, at, bank_csv, settlement_csv
+
+LINE = SettlementLine("txn_1", "charge", "pi_1", "ch_1", "pay-1", "USD", 50_000, 700, "po_1", at(DAY, 10))
+
+
+def _settlement(text: str) -> None:
+    parse_report("simpsp", "settlement", DAY, text.encode())
+
+
+def test_a_good_report_parses_with_stable_source_keys() -> None:
+    """Rows keep their values; the key names provider, type and row id; the digest is of the bytes."""
+    data = settlement_csv(DAY, [LINE])
+    report = parse_report("simpsp", "settlement", DAY, data)
+    [row] = report.settlement
+    assert row.source_key == "simpsp|settlement|txn_1"
+    assert (row.gross_minor, row.fee_minor, row.net_minor, row.line_no) == (50_000, 700, 49_300, 2)
+    assert report.digest == parse_report("simpsp", "settlement", DAY, data).digest
+
+
+@pytest.mark.parametrize(
+    ("mutate", "line", "reason"),
+    [
+        (lambda t: t.replace("USD", "XYZ"), 2, "not a currency we know"),
+        (lambda t: t.replace("USD", "usd"), 2, "not an ISO 4217 code"),
+        (lambda t: t.replace(",50000,", ",-50000,"), 2, "a charge has a positive gross_minor"),
+        (lambda t: t.replace(",50000,", ",50000.5,"), 2, "not an integer amount"),
+        (lambda t: t.replace(",49300,", ",49301,"), 2, "net_minor 49301 is not gross_minor - fee_minor"),
+        (lambda t: t.replace("2026-11-30,txn", "2026-11-29,txn"), 2, "is not the report's date"),
+        (lambda t: t.replace(",charge,", ",payout,"), 2, "type='payout'"),
+        (lambda t: t + t.splitlines()[1] + "\n", 3, "duplicate row 'txn_1'"),
+        (lambda t: t.rstrip("\n"), 2, "truncated"),
+        (lambda t: t.replace(",po_1,", ",po_1,extra,"), 2, "14 fields, expected 13"),
+        (lambda t: t.replace("balance_transaction_id", "txn"), 1, "header must be"),
+        (lambda t: t.replace(",700,", ",-1,").replace(",49300,", ",50001,"), 2, "fee_minor=-1 is negative"),
+    ],
+)
+def test_bad_settlement_input_is_refused_with_line_and_reason(mutate, line: int, reason: str) -> None:  # type: ignore[no-untyped-def]
+    """Unknown currency, impossible sign, broken arithmetic, wrong date, duplicate row, truncation,
+    wrong shape: refused naming the line (the header is line 1)."""
+    text = mutate(settlement_csv(DAY, [LINE]).decode())
+    with pytest.raises(ReportRefused) as refused:
+        _settlement(text)
+    assert refused.value.line == line
+    assert reason in refused.value.reason
+
+
+def test_refund_and_dispute_rows_must_take_money_out() -> None:
+    """A refund with a positive gross is refused; a negative one parses."""
+    refund = SettlementLine("txn_2", "refund", "pi_1", "re_1", "pay-1", "USD", 1_000, 0, "po_1", at(DAY, 11))
+    with pytest.raises(ReportRefused, match="a refund has a negative gross_minor"):
+        parse_report("simpsp", "settlement", DAY, settlement_csv(DAY, [refund]))
+    ok = SettlementLine("txn_2", "refund", "pi_1", "re_1", "pay-1", "USD", -1_000, 0, "po_1", at(DAY, 11))
+    assert (
+        parse_report("simpsp", "settlement", DAY, settlement_csv(DAY, [ok])).settlement[0].gross_minor
+        == -1000
+    )
+
+
+def test_bank_file_parses_and_refuses_bad_rows() -> None:
+    """The bank file: one row per payout batch; a zero item count or a value date before the
+    business date is refused; not UTF-8 is refused."""
+    data = bank_csv(DAY, [LINE])
+    [row] = parse_report("simpsp", "bank_deposits", DAY, data).bank
+    assert (row.payout_batch_id, row.amount_minor, row.item_count) == ("po_1", 49_300, 1)
+    with pytest.raises(ReportRefused, match="item_count=0"):
+        parse_report("simpsp", "bank_deposits", DAY, data.replace(b",1,SIMPSP", b",0,SIMPSP"))
+    with pytest.raises(ReportRefused, match="before the business date"):
+        parse_report("simpsp", "bank_deposits", DAY, data.replace(b"2026-12-02", b"2026-11-01"))
+    with pytest.raises(ReportRefused, match="not UTF-8"):
+        parse_report("simpsp", "bank_deposits", DAY, b"\xff\xfe")
+    with pytest.raises(ReportRefused, match="empty file"):
+        parse_report("simpsp", "bank_deposits", date(2026, 1, 1), b"")
