@@ -337,3 +337,33 @@ def test_a_closed_gateway_sends_nothing(sim: SimulatorProcess) -> None:
         "gateway_closed", sent=False
     )
     assert sim.control.deals() == []
+
+
+def test_deals_of_groups_reads_every_deal_of_the_masked_groups_and_splits_cut_windows(
+    mt5: Mt5Gateway, sim: SimulatorProcess
+) -> None:
+    """``deal/get_batch`` by group mask: every deal of the window in the matching groups; an answer
+    of rows_max rows or more is taken as possibly cut and its window read again in halves, which
+    gives the same deals; a window of one second still full is NoAnswer, never a partial list."""
+    start, end = window(mt5)
+    t = start + 300
+    for i in range(30):
+        sim.control.add_deals(LOGIN, "1.00", f"dep:{i}", time_s=t + i)
+    sim.control.add_deals(OTHER, "2.00", "", count=5, time_s=t + 100)
+    sim.control.add_deals(WHOLE, "3", "x", count=2, time_s=t + 200)
+    everything = mt5.deals_of_groups("*", start, end)
+    assert isinstance(everything, list) and len(everything) == 37
+    only_usd = mt5.deals_of_groups("real\\usd", start, end)
+    assert isinstance(only_usd, list) and {d.login for d in only_usd} == {LOGIN, OTHER}
+    assert len(only_usd) == 35
+    split = mt5.deals_of_groups("*", start, end, rows_max=8)
+    assert isinstance(split, list) and [d.ticket for d in split] == [d.ticket for d in everything]
+    sim.control.add_deals(LOGIN, "1.00", "same second", count=9, time_s=t + 250)
+    assert mt5.deals_of_groups("*", start, end, rows_max=8) == NoAnswer("too_many_deals")
+
+
+def test_deals_of_groups_without_an_answer_is_no_answer(mt5: Mt5Gateway, sim: SimulatorProcess) -> None:
+    """A timeout on get_batch is NoAnswer: "no answer" is never "no deals"."""
+    start, end = window(mt5)
+    sim.control.arm_fault(kind="disconnect", endpoint="deal/get_batch", count=1)
+    assert isinstance(mt5.deals_of_groups("*", start, end), NoAnswer)

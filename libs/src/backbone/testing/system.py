@@ -94,6 +94,7 @@ class System:
     prefix: str = ""
     mt5: SimulatorProcess | None = None
     with_ledger: bool = True
+    with_reconciler: bool = False  # its consumer and relay; runs are started with reconcile()
     liveness_timeout_ms: int = 60_000  # HEALTH_LIVENESS_TIMEOUT_MS of every process
     health_ports: dict[str, int] = field(default_factory=dict)  # process -> HEALTH_PORT (no HTTP API)
     envs: dict[str, dict[str, str]] = field(default_factory=dict)  # process -> its own settings
@@ -194,6 +195,8 @@ class System:
         self._start_mt5_credit()
         if self.with_ledger:
             self._start_ledger()
+        if self.with_reconciler:
+            self._start_reconciler()
         for name, url in (
             ("gateway-api", self.urls.gateway + "/healthz"),
             ("psp_sim", self.urls.psp + "/healthz"),
@@ -299,6 +302,44 @@ class System:
         self._run("ledger-relay", ["-m", "ledger", "relay"], {**db, **RELAY_ENV})
         api_env = {**db, "LEDGER_HTTP_PORT": str(port), "LEDGER_API_TOKENS_FILE": str(tokens)}
         self._run("ledger-api", ["-m", "ledger", "api"], api_env)
+
+    def _start_reconciler(self) -> None:
+        db = {"DATABASE_URL": self._db("reconciler")}
+        self._run("reconciler-consume", ["-m", "reconciler", "consume"], {**db, **CONSUMER_ENV})
+        self._run("reconciler-relay", ["-m", "reconciler", "relay"], {**db, **RELAY_ENV})
+
+    def reconciler_env(self, grace_s: int = 0) -> dict[str, str]:
+        """What ``python -m reconciler run`` needs against this system (PSP reports, MT5 deals)."""
+        assert self.mt5 is not None
+        return {
+            **os.environ,
+            "DATABASE_URL": self.dbs["reconciler"],
+            "KAFKA_TOPIC_PREFIX": self.prefix,
+            "RECON_PSP_API_URL": self.urls.psp,
+            "RECON_PSP_API_KEY": PSP_API_KEY,
+            "RECON_GRACE_S": str(grace_s),
+            "MT5_WEBAPI_URL": self.mt5.url,
+            "MT5_MANAGER_LOGIN": str(MANAGER_LOGIN),
+            "MT5_MANAGER_PASSWORD": MANAGER_PASSWORD,
+        }
+
+    def reconcile(self, day: str, grace_s: int = 0, *extra: str) -> dict[str, Any]:
+        """One run of ``python -m reconciler run --date day --json``: its JSON and exit code."""
+        done = subprocess.run(
+            [sys.executable, "-m", "reconciler", "run", "--date", day, "--json", *extra],
+            env=self.reconciler_env(grace_s),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if not done.stdout.strip():
+            raise AssertionError(
+                f"reconciler run printed nothing (exit {done.returncode}): {done.stderr[-2000:]}"
+            )
+        result: dict[str, Any] = json.loads(done.stdout)
+        result["exit_code"] = done.returncode
+        return result
 
     def journals(self, payment_id: str) -> list[dict[str, Any]]:
         status, body = self.http(

@@ -75,7 +75,7 @@ def test_two_rows_for_one_payment_is_a_duplicate_reference(world: World) -> None
 def test_mt5_side_classes(world: World) -> None:
     """A done credit whose deal is gone, a deal with our reference nobody explains, two deals for
     one reference, a deal on another login, a deal of another amount, and a balance deal without any
-    reference of ours."""
+    reference of ours. A re-run (the deals read again) changes no case."""
     made = [world.deposit(i, deal=(i != 1)) for i in range(1, 6)]
     world.publish_reports()
     t = at(DAY, 12)
@@ -98,6 +98,8 @@ def test_mt5_side_classes(world: World) -> None:
         "deal_without_reference",
         "two_deals_one_reference",
     ]
+    again = world.run()  # the deals are read again by another run: the same evidence
+    assert (again.cases["opened"], again.cases["updated"], again.cases["unchanged"]) == (0, 0, 6)
 
 
 def test_not_credited_missing_journal_and_credit_amount(world: World) -> None:

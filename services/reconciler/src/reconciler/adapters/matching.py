@@ -44,8 +44,16 @@ OUR_COMMENT = "^(dep|dbt):[0-9]+$"
 BALANCE_ACTION = 2
 
 
+# Where a record sits (which run read it, which import version holds it, on which line) is not
+# evidence: the same discrepancy found by another run must have the same evidence digest.
+_NOT_EVIDENCE = ("run_id", "import_id", "line_no")
+
+
 def _row_json(table: Any) -> ColumnElement[Any]:
-    return func.to_jsonb(literal_column(table.name))
+    found: ColumnElement[Any] = func.to_jsonb(literal_column(table.name))
+    for key in _NOT_EVIDENCE:
+        found = found.op("-")(literal(key))
+    return found
 
 
 def _key(case_class: CaseClass, key: ColumnElement[Any]) -> ColumnElement[Any]:

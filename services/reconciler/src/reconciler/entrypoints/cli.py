@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     if refuse_card_data(args):
         return 2
     try:
-        app(args, prog_name="python -m reconciler", standalone_mode=False)
+        code = app(args, prog_name="python -m reconciler", standalone_mode=False)
     except typer.Exit as done:
         return int(done.exit_code)
     except SystemExit as done:
@@ -367,4 +367,4 @@ def main(argv: list[str] | None = None) -> int:
     except typer.TyperException as exc:  # a usage error: typer printed nothing yet
         err.print(f"usage error: {exc}")
         return 2
-    return 0
+    return code if isinstance(code, int) else 0
