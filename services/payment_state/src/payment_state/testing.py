@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
@@ -31,7 +32,8 @@ from backbone.testing.stack import Stack, free_port
 from confluent_kafka import Producer
 from psycopg_pool import ConnectionPool
 
-from payment_state.adapters import repository as repo
+from payment_state import bootstrap
+from payment_state.adapters.postgres_store import PgTransactions
 from payment_state.application.context import Context
 from payment_state.application.handlers import Reply, handle
 from payment_state.application.provider_facts import FactOutcome, apply_provider_fact
@@ -88,17 +90,23 @@ class Service:
 
     # -- in-process access through the application's own functions ------------------------------
 
+    @cached_property
+    def transaction(self) -> PgTransactions:
+        """The store in a new transaction per call, on the test's pool and events topic."""
+        outbox = bootstrap.outbox_writer(self.catalogue, self.codec)
+        return bootstrap.transactions(self.pool, outbox, self.events_topic)
+
     def handle(self, merchant_id: str, key: str, request: PaymentRequest) -> Reply:
-        with self.pool.connection() as conn, conn.transaction():
-            return handle(conn, self.ctx, merchant_id, key, request)
+        with self.transaction() as store:
+            return handle(store, self.ctx, merchant_id, key, request)
 
     def apply(self, fact: ProviderFact, source: str = "webhook", **kwargs: Any) -> FactOutcome:
-        with self.pool.connection() as conn, conn.transaction():
-            return apply_provider_fact(conn, self.ctx, fact, source=source, **kwargs)
+        with self.transaction() as store:
+            return apply_provider_fact(store, self.ctx, fact, source=source, **kwargs)
 
     def state(self, payment_id: str) -> PaymentState:
-        with self.pool.connection() as conn:
-            found = repo.load_state(conn, payment_id)
+        with self.transaction() as store:
+            found = store.load_state(payment_id)
         assert found is not None, payment_id
         return found
 

@@ -1,4 +1,5 @@
-"""Structure rules: the domain is pure, and settings fail fast without printing secrets."""
+"""Structure rules: the domain is pure, the application reaches adapters only through its ports,
+and settings fail fast without printing secrets."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from backbone.settings import Secret, SettingsError, load_settings
 from payment_state.settings import ApiSettings, ExecutorSettings, parse_api_tokens
 
 DOMAIN = Path(__file__).resolve().parents[2] / "src" / "payment_state" / "domain"
+APPLICATION = DOMAIN.parent / "application"
 ALLOWED = {"__future__", "dataclasses", "enum", "typing", "hashlib", "json", "re", "collections"}
 ALLOWED_PREFIXES = ("payment_state.domain", "backbone.invariants", "backbone.money", "backbone.carddata")
 
@@ -29,6 +31,14 @@ def test_domain_imports_nothing_impure(path: Path) -> None:
     """domain/ uses the standard library's pure parts and the backbone's pure core only: no I/O,
     no clock, no randomness, no adapters."""
     bad = {m for m in imports(path) if m.split(".")[0] not in ALLOWED and not m.startswith(ALLOWED_PREFIXES)}
+    assert not bad, f"{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("path", sorted(APPLICATION.glob("*.py")), ids=lambda p: p.name)
+def test_application_imports_no_adapter_and_no_driver(path: Path) -> None:
+    """application/ calls its ports (``application/ports.py``) and the domain: no module of
+    ``payment_state.adapters`` and no psycopg (wiring happens in bootstrap.py and entrypoints/)."""
+    bad = {m for m in imports(path) if m.startswith("payment_state.adapters") or m.split(".")[0] == "psycopg"}
     assert not bad, f"{path.name} imports {bad}"
 
 

@@ -26,8 +26,12 @@ def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCat
         settings.events_topic, settings.commands_topic, settings.provider_events_topic
     )
     avro = bootstrap.codec()
-    ctx = bootstrap.context(settings.provider, settings.events_topic, catalogue, avro)
-    return make_handler(ctx, bootstrap.WEBHOOK_PARSERS), avro, catalogue, ctx.outbox
+    handler = make_handler(
+        bootstrap.context(settings.provider),
+        bootstrap.WEBHOOK_PARSERS,
+        bootstrap.store_for(settings.events_topic),
+    )
+    return handler, avro, catalogue, bootstrap.outbox_writer(catalogue, avro)
 
 
 def main() -> None:
