@@ -8,23 +8,36 @@ dispute, one case per (payment, operation, kind), one payment per provider payme
 the test moves (``advance``; like the database's ``now()`` it does not move inside a
 transaction). ``transaction()`` serializes transactions (a lock: the executor's threads may share
 the store) and rolls everything back on an exception. ``tests/integration/test_store_contract.py``
-runs one suite against both stores, so this twin cannot drift from the real one unnoticed.
+runs one suite against both stores, so this twin cannot drift from the real one unnoticed. The
+tables are ``adapters/memory_tables.py``, the executor's bookkeeping ``adapters/memory_claims.py``
+(this store's base class).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-import json
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from dataclasses import replace
+from typing import Any
 
 from backbone.invariants import invariant
 
-from payment_state.application.ports import Created, CreateOutcome, OpenOperations, PaymentIdTaken
+from payment_state.adapters.memory_claims import InMemoryOperationClaims
+from payment_state.adapters.memory_tables import (
+    KINDS,
+    OUTCOMES,
+    SOURCES,
+    FactRow,
+    KeyRow,
+    OperationRow,
+    Tables,
+    UniqueViolation,
+    as_json,
+)
+from payment_state.application.ports import Created, CreateOutcome, PaymentIdTaken
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.events import OutEvent
 from payment_state.domain.model import (
@@ -35,73 +48,15 @@ from payment_state.domain.model import (
     PaymentState,
 )
 
-_OPEN: Final = frozenset({OperationStatus.PENDING, OperationStatus.UNKNOWN})
-_SOURCES: Final = frozenset({"response", "webhook", "lookup"})
-_OUTCOMES: Final = frozenset({"applied", "stale", "duplicate", "pending", "conflict", "unmatched", "ignored"})
-_KINDS: Final = frozenset({"create", "capture", "cancel", "refund"})
+__all__ = ["FactRow", "InMemoryPaymentStore", "UniqueViolation"]
 
 
-class UniqueViolation(Exception):
-    """A write the database's unique index would refuse (raised, as psycopg raises its own)."""
-
-
-@dataclass
-class _OperationRow:
-    """An operation with the executor's bookkeeping columns (which ``Operation`` does not carry)."""
-
-    op: Operation
-    seq: int  # creation order: one operation per transaction, so the database's created_at order
-    next_attempt_at_ms: int
-    claimed_by: str | None = None
-    claimed_until_ms: int | None = None
-    unknown_since_ms: int | None = None
-    resolved_at_ms: int | None = None
-
-
-@dataclass
-class _KeyRow:
-    stored: StoredResponse
-    created_at_ms: int
-
-
-@dataclass(frozen=True)
-class FactRow:
-    provider: str
-    provider_event_id: str | None
-    source: str
-    fact_type: str
-    payment_id: str | None
-    operation_id: str | None
-    outcome: str
-    detail: str | None
-    causation_id: str | None
-
-
-@dataclass
-class _Tables:
-    payments: dict[str, Payment] = field(default_factory=dict)
-    operations: dict[str, _OperationRow] = field(default_factory=dict)
-    keys: dict[tuple[str, str, str], _KeyRow] = field(default_factory=dict)
-    facts: list[FactRow] = field(default_factory=list)
-    # chargeback id -> (payment id, provider, provider dispute id)
-    chargebacks: dict[str, tuple[str, str, str]] = field(default_factory=dict)
-    # (payment id, operation id or '', kind) -> detail
-    cases: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    events: list[tuple[str, str, dict[str, Any], str | None]] = field(default_factory=list)
-
-
-def _as_json(body: dict[str, Any]) -> dict[str, Any]:
-    """What a jsonb column gives back."""
-    parsed: dict[str, Any] = json.loads(json.dumps(body))
-    return parsed
-
-
-class InMemoryPaymentStore:
+class InMemoryPaymentStore(InMemoryOperationClaims):
     """``PaymentStore`` in memory; ``transaction()`` is its ``Transactions``."""
 
     def __init__(self, now_ms: int = 1_800_000_000_000) -> None:
         self._now_ms = now_ms
-        self._t = _Tables()
+        self._t = Tables()
         self._seq = itertools.count(1)
         self._lock = threading.RLock()
 
@@ -235,7 +190,7 @@ class InMemoryPaymentStore:
             op.operation_id, op.payment_id, op.operation_type, op.amount_minor, op.currency, op.provider,
             op.status, op.refund_id, reason=op.reason, created_at_ms=self._now_ms,
         )  # fmt: skip
-        self._t.operations[op.operation_id] = _OperationRow(row, next(self._seq), self._now_ms)
+        self._t.operations[op.operation_id] = OperationRow(row, next(self._seq), self._now_ms)
 
     def _update_operation(self, op: Operation) -> None:
         """The domain's fields only (the executor's bookkeeping stays as it is)."""
@@ -292,9 +247,9 @@ class InMemoryPaymentStore:
     # -- idempotency keys ----------------------------------------------------------------------------
 
     def _insert_key(self, merchant_id: str, kind: str, key: str, stored: StoredResponse) -> None:
-        invariant(kind in _KINDS and 1 <= len(key) <= 255, "idempotency_keys CHECK")
-        body = None if stored.body is None else _as_json(stored.body)
-        self._t.keys[(merchant_id, kind, key)] = _KeyRow(replace(stored, body=body), self._now_ms)
+        invariant(kind in KINDS and 1 <= len(key) <= 255, "idempotency_keys CHECK")
+        body = None if stored.body is None else as_json(stored.body)
+        self._t.keys[(merchant_id, kind, key)] = KeyRow(replace(stored, body=body), self._now_ms)
 
     def claim_idempotency_key(
         self, merchant_id: str, kind: str, key: str, digest: str, payment_id: str | None
@@ -317,7 +272,7 @@ class InMemoryPaymentStore:
         row = self._t.keys.get((merchant_id, kind, key))
         invariant(row is not None, "the idempotency key row must exist in this transaction")
         assert row is not None
-        row.stored = replace(row.stored, payment_id=payment_id, status=status, body=_as_json(body))
+        row.stored = replace(row.stored, payment_id=payment_id, status=status, body=as_json(body))
 
     def forget_idempotency_key(self, merchant_id: str, kind: str, key: str) -> None:
         self._t.keys.pop((merchant_id, kind, key), None)
@@ -345,7 +300,7 @@ class InMemoryPaymentStore:
         detail: str | None = None,
         causation_id: str | None = None,
     ) -> bool:
-        invariant(source in _SOURCES and outcome in _OUTCOMES, "provider_facts CHECK")
+        invariant(source in SOURCES and outcome in OUTCOMES, "provider_facts CHECK")
         if provider_event_id is not None and self.webhook_seen(provider, provider_event_id):
             return False
         self._t.facts.append(
@@ -385,64 +340,6 @@ class InMemoryPaymentStore:
             return False
         self._t.cases[subject] = detail[:2000]
         return True
-
-    # -- the executor's bookkeeping ------------------------------------------------------------------
-
-    def claim_due(self, worker: str, limit: int, lease_ms: int) -> list[Operation]:
-        invariant(0 < limit <= 1000 and lease_ms > 0, "claim bounds")
-        now = self._now_ms
-        due = sorted(
-            (r for r in self._t.operations.values()
-             if r.op.status in _OPEN and r.next_attempt_at_ms <= now
-             and (r.claimed_until_ms is None or r.claimed_until_ms < now)),
-            key=lambda r: (r.next_attempt_at_ms, r.seq),
-        )[:limit]  # fmt: skip
-        for r in due:
-            r.claimed_by, r.claimed_until_ms = worker, now + lease_ms
-        return [r.op for r in due]
-
-    def _claimed(self, operation_id: str, worker: str) -> _OperationRow | None:
-        row = self._t.operations.get(operation_id)
-        return row if row is not None and row.claimed_by == worker else None
-
-    def start_call(self, operation_id: str, worker: str) -> bool:
-        row = self._claimed(operation_id, worker)
-        if row is None or row.op.status not in _OPEN:
-            return False
-        row.op = replace(row.op, call_in_flight=True, attempts=row.op.attempts + 1)
-        return True
-
-    def count_lookup(self, operation_id: str, worker: str) -> bool:
-        row = self._claimed(operation_id, worker)
-        if row is None:
-            return False
-        row.op = replace(row.op, attempts=row.op.attempts + 1)
-        return True
-
-    def mark_unknown(self, operation_id: str, reason: str) -> None:
-        row = self._t.operations.get(operation_id)
-        if row is None or row.op.status not in _OPEN:
-            return
-        row.op = replace(
-            row.op, status=OperationStatus.UNKNOWN, unknown_reason=reason[:200], call_in_flight=False
-        )
-        row.unknown_since_ms = self._now_ms if row.unknown_since_ms is None else row.unknown_since_ms
-
-    def release(self, operation_id: str, worker: str, delay_ms: int) -> None:
-        row = self._claimed(operation_id, worker)
-        if row is None:
-            return
-        row.op = replace(row.op, call_in_flight=False)
-        row.claimed_by = row.claimed_until_ms = None
-        row.next_attempt_at_ms = self._now_ms + max(delay_ms, 0)
-
-    def open_operations(self) -> OpenOperations:
-        rows = self._t.operations.values()
-        pending = sum(1 for r in rows if r.op.status == OperationStatus.PENDING)
-        unknown = [r for r in rows if r.op.status == OperationStatus.UNKNOWN]
-        since = [r.unknown_since_ms for r in unknown if r.unknown_since_ms is not None]
-        oldest_s = 0.0 if not since else (self._now_ms - min(since)) / 1000
-        return OpenOperations(pending, len(unknown), oldest_s)
 
     # -- events --------------------------------------------------------------------------------------
 

@@ -7,9 +7,7 @@ Writers keep these rules (``application.ports.PaymentStore``):
   (``captured - refunded - pending_refund >= 0`` holds after it, also enforced by a CHECK);
 - operation rows are updated only in their domain fields by ``save``; the executor's bookkeeping
   (claims, attempts, calls in flight, next attempt) has its own statements, each acting only while
-  the caller holds the claim (``claimed_by``);
-- ``start_call`` is committed *before* the provider is called, so a worker dying mid-call leaves
-  ``call_in_flight`` behind and the next claimer knows the outcome is unknown.
+  the caller holds the claim (``adapters/postgres_claims.py``, this store's base class).
 ``PgTransactions`` opens one transaction per call on a pool (the executor's steps, the API's
 requests); the consumer builds the store on its batch's connection. ``adapters.memory_store`` is
 the twin; ``tests/integration/test_store_contract.py`` runs one suite against both.
@@ -28,8 +26,9 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from payment_state.adapters import pg_reads
-from payment_state.adapters.pg_reads import LOAD_STATE, OPERATION_COLUMNS, PAYMENT_FIELDS
-from payment_state.application.ports import Created, CreateOutcome, OpenOperations, PaymentIdTaken
+from payment_state.adapters.pg_reads import LOAD_STATE, PAYMENT_FIELDS
+from payment_state.adapters.postgres_claims import PgOperationClaims
+from payment_state.application.ports import Created, CreateOutcome, PaymentIdTaken
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.events import OutEvent
 from payment_state.domain.model import Operation, OperationStatus, OperationType, PaymentState
@@ -64,23 +63,9 @@ _SAVE_PAYMENT: Final = (
     " WHERE payment_id = %s AND version = %s"
 )
 _CAPACITY_GUARD: Final = " AND captured_minor - refunded_minor - pending_refund_minor >= %s"
-# The picks are a MATERIALIZED CTE, run once: as ``WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP
-# LOCKED)`` a plan that re-ran the subquery would skip the rows this statement just claimed and claim
-# more than ``n`` (mt5-credit's store contract suite caught exactly that in its claim).
-_CLAIM_DUE: Final = f"""
-WITH picked AS MATERIALIZED (
-  SELECT operation_id FROM payment_operations
-  WHERE status IN ('PENDING', 'UNKNOWN') AND next_attempt_at <= now()
-    AND (claimed_until IS NULL OR claimed_until < now())
-  ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-UPDATE payment_operations o SET claimed_by = %(worker)s,
-  claimed_until = now() + make_interval(secs => %(lease_ms)s / 1000.0), updated_at = now()
-FROM picked WHERE o.operation_id = picked.operation_id AND o.status IN ('PENDING', 'UNKNOWN')
-RETURNING {OPERATION_COLUMNS}, o.next_attempt_at
-"""
 
 
-class PgPaymentStore:
+class PgPaymentStore(PgOperationClaims):
     """``PaymentStore`` on a connection inside an open transaction, and the service's outbox."""
 
     def __init__(self, conn: psycopg.Connection, outbox: OutboxWriter | None, events_topic: str) -> None:
@@ -318,63 +303,6 @@ class PgPaymentStore:
                 (payment_id, operation_id or "", kind, detail[:2000]),
             ).rowcount
         )
-
-    # -- the executor's bookkeeping ------------------------------------------------------------------
-
-    def claim_due(self, worker: str, limit: int, lease_ms: int) -> list[Operation]:
-        """``FOR UPDATE SKIP LOCKED`` inside one atomic UPDATE: two executors never take the same
-        operation at the same time; a dead executor's claim expires after the lease."""
-        invariant(0 < limit <= 1000 and lease_ms > 0, "claim bounds")
-        params = {"worker": worker, "lease_ms": lease_ms, "limit": limit}
-        rows = self._conn.execute(_CLAIM_DUE, params).fetchall()
-        rows.sort(key=lambda r: r[-1])  # earliest due first (RETURNING keeps no order)
-        return [pg_reads.operation(r[:-1]) for r in rows]
-
-    def start_call(self, operation_id: str, worker: str) -> bool:
-        return bool(
-            self._conn.execute(
-                "UPDATE payment_operations SET call_in_flight = true, attempts = attempts + 1,"
-                " updated_at = now() WHERE operation_id = %s AND claimed_by = %s"
-                " AND status IN ('PENDING', 'UNKNOWN')",
-                (operation_id, worker),
-            ).rowcount
-        )
-
-    def count_lookup(self, operation_id: str, worker: str) -> bool:
-        return bool(
-            self._conn.execute(
-                "UPDATE payment_operations SET attempts = attempts + 1, updated_at = now()"
-                " WHERE operation_id = %s AND claimed_by = %s",
-                (operation_id, worker),
-            ).rowcount
-        )
-
-    def mark_unknown(self, operation_id: str, reason: str) -> None:
-        """Only an open operation changes (a webhook may already have resolved it), and never back
-        to PENDING: from UNKNOWN only a fact leads on."""
-        self._conn.execute(
-            "UPDATE payment_operations SET status = 'UNKNOWN', unknown_reason = %s,"
-            " unknown_since = coalesce(unknown_since, now()), call_in_flight = false, updated_at = now()"
-            " WHERE operation_id = %s AND status IN ('PENDING', 'UNKNOWN')",
-            (reason[:200], operation_id),
-        )
-
-    def release(self, operation_id: str, worker: str, delay_ms: int) -> None:
-        self._conn.execute(
-            "UPDATE payment_operations SET call_in_flight = false, claimed_by = NULL, claimed_until = NULL,"
-            " next_attempt_at = now() + make_interval(secs => %s / 1000.0), updated_at = now()"
-            " WHERE operation_id = %s AND claimed_by = %s",
-            (max(delay_ms, 0), operation_id, worker),
-        )
-
-    def open_operations(self) -> OpenOperations:
-        row = self._conn.execute(
-            "SELECT count(*) FILTER (WHERE status = 'PENDING'), count(*) FILTER (WHERE status = 'UNKNOWN'),"
-            " coalesce(extract(epoch FROM now() - min(unknown_since) FILTER (WHERE status = 'UNKNOWN')), 0)"
-            " FROM payment_operations WHERE status IN ('PENDING', 'UNKNOWN')"
-        ).fetchone()
-        assert row is not None
-        return OpenOperations(int(row[0]), int(row[1]), float(row[2]))
 
     # -- events --------------------------------------------------------------------------------------
 
