@@ -14,136 +14,53 @@ with their transaction or not at all.
 
 from __future__ import annotations
 
-import itertools
 import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
-from backbone.testing import databases
 from backbone.testing.stack import Stack
-from payment_state import bootstrap
-from payment_state.adapters.memory_store import InMemoryPaymentStore
 from payment_state.application.context import Context
 from payment_state.application.handlers import handle
-from payment_state.application.ports import Created, PaymentIdTaken, Transactions
+from payment_state.application.ports import Created, PaymentIdTaken
 from payment_state.domain.commands import (
     CaptureRequest,
-    CreatePaymentRequest,
     StoredResponse,
-    decide_create,
-    request_digest,
 )
 from payment_state.domain.events import OutEvent
 from payment_state.domain.model import (
-    CaptureMethod,
     Operation,
     OperationStatus,
     OperationType,
     PaymentState,
     PaymentStatus,
 )
-from payment_state.settings import DEFAULT_EVENTS_TOPIC
-from payment_state.testing import MIGRATIONS
-
-_seq = itertools.count(1)
-LEASE_MS = 60_000
-
-
-@dataclass
-class Harness:
-    transaction: Transactions
-    wait: Callable[[int], None]  # let ``ms`` of the store's clock pass
-    published: Callable[[], list[tuple[str, str]]]  # (payment id, event type) of committed events
+from payment_state.testing import (
+    StoreHarness,
+    create_request,
+    memory_harness,
+    new_payment_state,
+    postgres_harness,
+    requires_action_body,
+)
 
 
 @pytest.fixture(params=["memory", "postgres"])
-def h(request: pytest.FixtureRequest, stack: Stack) -> Iterator[Harness]:
+def h(request: pytest.FixtureRequest, stack: Stack) -> Iterator[StoreHarness]:
     if request.param == "memory":
-        memory = InMemoryPaymentStore()
-        yield Harness(memory.transaction, memory.advance, lambda: [(k, t) for k, t, _ in memory.events])
+        yield memory_harness()
         return
-    url = databases.create_database(stack.pg_admin_url, [MIGRATIONS], prefix="psstore")
-    pool = bootstrap.pool(url, 4, "payment-state-store-contract", size_min=1)
-    outbox = bootstrap.outbox_writer(bootstrap.topic_catalogue(), bootstrap.codec())
-    transaction = bootstrap.transactions(pool, outbox, DEFAULT_EVENTS_TOPIC)
-
-    def published() -> list[tuple[str, str]]:
-        with pool.connection() as conn:
-            rows = conn.execute("SELECT message_key, event_type FROM outbox ORDER BY id").fetchall()
-        return [(str(key), str(kind)) for key, kind in rows]
-
-    try:
-        yield Harness(transaction, lambda ms: time.sleep(ms / 1000), published)
-    finally:
-        pool.close()
-        databases.drop_database(stack.pg_admin_url, url)
-
-
-def _request(amount_minor: int = 10_000) -> CreatePaymentRequest:
-    return CreatePaymentRequest(amount_minor, "EUR", "pm_card_visa", CaptureMethod.MANUAL, "dep_1")
-
-
-def _new_state(merchant_id: str = "m1", payment_id: str | None = None) -> PaymentState:
-    return decide_create(
-        _request(),
-        merchant_id=merchant_id,
-        payment_id=payment_id or f"pay_{next(_seq)}",
-        operation_id=f"op_{next(_seq)}",
-        provider="simpsp",
-        now_ms=0,
-    )
-
-
-def _create(h: Harness, merchant_id: str = "m1") -> PaymentState:
-    """A stored new payment (one transaction), as the store gives it back."""
-    state = _new_state(merchant_id)
-    pid = state.payment.payment_id
-    with h.transaction() as store:
-        created = store.create_with_key(f"k-{pid}", request_digest(_request()), state, 201, {"id": pid})
-        assert isinstance(created, Created)
-        stored = store.load_state(pid)
-    assert stored is not None
-    return stored
-
-
-def _authorized(h: Harness, state: PaymentState, provider_payment_id: str | None = None) -> PaymentState:
-    """``state`` saved as authorized by the provider (its authorize operation succeeded)."""
-    p = state.payment
-    ppid = provider_payment_id or f"pi_{next(_seq)}"
-    (authorize,) = state.operations
-    after = PaymentState(
-        replace(p, status=PaymentStatus.AUTHORIZED, provider_payment_id=ppid,
-                authorized_minor=p.amount_minor, version=p.version + 1),
-        (authorize.succeeded(ppid),),
-    )  # fmt: skip
-    with h.transaction() as store:
-        assert store.save(state, after)
-        saved = store.load_state(p.payment_id)
-    assert saved is not None
-    return saved
-
-
-def _claim(h: Harness, worker: str, limit: int = 10, lease_ms: int = LEASE_MS) -> list[str]:
-    with h.transaction() as store:
-        return [op.operation_id for op in store.claim_due(worker, limit, lease_ms)]
-
-
-def _op(h: Harness, state: PaymentState, index: int = 0) -> Operation:
-    with h.transaction() as store:
-        found = store.load_state(state.payment.payment_id)
-    assert found is not None
-    return found.operations[index]
+    with postgres_harness(stack.pg_admin_url) as harness:
+        yield harness
 
 
 # -- payments and idempotency keys ---------------------------------------------------------------
 
 
-def test_a_create_stores_the_payment_and_its_authorize_operation(h: Harness) -> None:
+def test_a_create_stores_the_payment_and_its_authorize_operation(h: StoreHarness) -> None:
     """Created: the payment reads back as decided (version 1, CREATED), with one PENDING authorize
     operation that no call has touched; scoped to its merchant."""
-    state = _new_state()
+    state = new_payment_state()
     pid = state.payment.payment_id
     with h.transaction() as store:
         assert isinstance(store.create_with_key("k1", "d1", state, 201, {"id": pid}), Created)
@@ -157,15 +74,15 @@ def test_a_create_stores_the_payment_and_its_authorize_operation(h: Harness) -> 
     assert (op.status, op.attempts, op.call_in_flight) == (OperationStatus.PENDING, 0, False)
 
 
-def test_a_create_key_replays_what_it_stored_and_a_taken_payment_id_creates_nothing(h: Harness) -> None:
+def test_a_create_key_replays_what_it_stored_and_a_taken_payment_id_creates_nothing(h: StoreHarness) -> None:
     """The same create key returns what it recorded (digest, payment, answer) and creates nothing; a
     new key for a payment id that exists is PaymentIdTaken, with no second payment."""
-    state = _new_state()
+    state = new_payment_state()
     pid = state.payment.payment_id
     with h.transaction() as store:
         assert isinstance(store.create_with_key("k1", "d1", state, 201, {"id": pid}), Created)
     with h.transaction() as store:
-        again = store.create_with_key("k1", "d2", _new_state(), 201, {"id": "other"})
+        again = store.create_with_key("k1", "d2", new_payment_state(), 201, {"id": "other"})
         assert again == StoredResponse("d1", pid, 201, {"id": pid})
         assert isinstance(store.create_with_key("k2", "d1", state, 201, {"id": pid}), PaymentIdTaken)
         store.store_response("m1", "create", "k2", None, 409, {"error": "taken"})
@@ -178,7 +95,7 @@ def test_a_create_key_replays_what_it_stored_and_a_taken_payment_id_creates_noth
     assert loaded is not None and len(loaded.operations) == 1
 
 
-def test_an_idempotency_key_is_claimed_once_per_merchant_and_kind(h: Harness) -> None:
+def test_an_idempotency_key_is_claimed_once_per_merchant_and_kind(h: StoreHarness) -> None:
     """A new key: None (execute). Claimed again: what it recorded (no answer yet inside the claiming
     transaction, the answer after). Another merchant or kind is another key; a forgotten key is new."""
     with h.transaction() as store:
@@ -198,23 +115,23 @@ def test_an_idempotency_key_is_claimed_once_per_merchant_and_kind(h: Harness) ->
         assert store.claim_idempotency_key("m1", "refund", "k", "d", "pay_1") is None
 
 
-def test_through_the_handlers_the_same_key_replays_and_another_body_conflicts(h: Harness) -> None:
+def test_through_the_handlers_the_same_key_replays_and_another_body_conflicts(h: StoreHarness) -> None:
     """The application's idempotency rules on either store: the same key and body replay the first
     answer (create and capture), the same key with another body is 422 ``idempotency_key_reused``
     and changes nothing."""
     ctx = Context("simpsp")
     with h.transaction() as store:
-        first = handle(store, ctx, "m1", "create-1", _request())
+        first = handle(store, ctx, "m1", "create-1", create_request())
     with h.transaction() as store:
-        replay = handle(store, ctx, "m1", "create-1", _request())
-        reused = handle(store, ctx, "m1", "create-1", _request(amount_minor=5))
+        replay = handle(store, ctx, "m1", "create-1", create_request())
+        reused = handle(store, ctx, "m1", "create-1", create_request(amount_minor=5))
     assert (first.status, replay.status, replay.replayed, replay.body) == (201, 201, True, first.body)
     assert (reused.status, reused.body["error"]["code"]) == (422, "idempotency_key_reused")
     pid = first.body["payment"]["payment_id"]
     with h.transaction() as store:
         created = store.load_state(pid)
     assert created is not None
-    _authorized(h, created)
+    h.authorized(created)
     with h.transaction() as store:
         capture = handle(store, ctx, "m1", "cap-1", CaptureRequest(pid))
     with h.transaction() as store:
@@ -226,16 +143,16 @@ def test_through_the_handlers_the_same_key_replays_and_another_body_conflicts(h:
     assert after is not None and [o.operation_type for o in after.operations] == ["authorize", "capture"]
 
 
-def test_a_save_is_conditional_on_the_version_it_read(h: Harness) -> None:
+def test_a_save_is_conditional_on_the_version_it_read(h: StoreHarness) -> None:
     """``after`` is written only over ``before``'s version: a second decision on the same (now
     stale) version is refused and overwrites nothing; a new operation is inserted, a changed one
     takes the domain's fields and keeps the executor's bookkeeping (attempts)."""
-    created = _create(h)
+    created = h.create()
     (authorize,) = created.operations
-    _claim(h, "w1")
+    h.claim("w1")
     with h.transaction() as store:
         assert store.start_call(authorize.operation_id, "w1")
-    authorized = _authorized(h, created)
+    authorized = h.authorized(created)
     stale = PaymentState(replace(created.payment, status=PaymentStatus.FAILED, version=2), created.operations)
     with h.transaction() as store:
         assert not store.save(created, stale)
@@ -252,23 +169,23 @@ def test_a_save_is_conditional_on_the_version_it_read(h: Harness) -> None:
     )
     with h.transaction() as store:
         assert store.save(authorized, later)
-    assert _op(h, created, 1).operation_type == OperationType.CAPTURE
+    assert h.op(created, 1).operation_type == OperationType.CAPTURE
 
 
-def test_a_provider_payment_id_belongs_to_one_payment(h: Harness) -> None:
+def test_a_provider_payment_id_belongs_to_one_payment(h: StoreHarness) -> None:
     """Two payments can never carry the same provider payment id: the second save is refused as
     the unique index refuses it (and its transaction rolls back)."""
-    first, second = _create(h), _create(h)
-    _authorized(h, first, "pi_same")
+    first, second = h.create(), h.create()
+    h.authorized(first, "pi_same")
     with pytest.raises(Exception, match="payments_provider_payment_idx"):
-        _authorized(h, second, "pi_same")
-    assert _op(h, second).status == OperationStatus.PENDING
+        h.authorized(second, "pi_same")
+    assert h.op(second).status == OperationStatus.PENDING
 
 
-def test_lookups_find_the_payment_by_each_of_its_references(h: Harness) -> None:
+def test_lookups_find_the_payment_by_each_of_its_references(h: StoreHarness) -> None:
     """By the provider payment id, by our payment id, by an operation id, by a provider refund id
     (refunds only); anything else is None."""
-    state = _authorized(h, _create(h), "pi_look")
+    state = h.authorized(h.create(), "pi_look")
     pid = state.payment.payment_id
     refund = Operation(
         "op_rf", pid, OperationType.REFUND, 4_000, "EUR", "simpsp", refund_id="rf_1", reason="asked"
@@ -296,7 +213,7 @@ def test_lookups_find_the_payment_by_each_of_its_references(h: Harness) -> None:
 # -- audit, chargebacks, cases -------------------------------------------------------------------
 
 
-def test_a_webhook_is_kept_once_per_provider_event(h: Harness) -> None:
+def test_a_webhook_is_kept_once_per_provider_event(h: StoreHarness) -> None:
     """A provider event id is recorded once (a second delivery is False) and is then seen, for its
     provider only; facts without an event id (answers, lookups) are all kept."""
     fact = {"source": "webhook", "fact_type": "intent", "payment_id": None, "operation_id": None}
@@ -314,10 +231,10 @@ def test_a_webhook_is_kept_once_per_provider_event(h: Harness) -> None:
         )
 
 
-def test_a_chargeback_is_recorded_once_per_dispute(h: Harness) -> None:
+def test_a_chargeback_is_recorded_once_per_dispute(h: StoreHarness) -> None:
     """One chargeback per provider dispute: the same dispute under another chargeback id, or the
     same chargeback id, records nothing more."""
-    pid = _create(h).payment.payment_id
+    pid = h.create().payment.payment_id
     dispute = {
         "payment_id": pid,
         "provider": "simpsp",
@@ -333,7 +250,7 @@ def test_a_chargeback_is_recorded_once_per_dispute(h: Harness) -> None:
         assert store.insert_chargeback(chargeback_id="cb_3", provider_dispute_id="dp_3", **dispute)
 
 
-def test_a_case_opens_once_per_payment_operation_and_kind(h: Harness) -> None:
+def test_a_case_opens_once_per_payment_operation_and_kind(h: StoreHarness) -> None:
     """However often asked; no operation and an empty one are the same subject."""
     with h.transaction() as store:
         assert store.open_case("pay_1", None, "provider_conflict", "x" * 3000)
@@ -347,35 +264,35 @@ def test_a_case_opens_once_per_payment_operation_and_kind(h: Harness) -> None:
 # -- the executor's claims, leases and schedule -------------------------------------------------
 
 
-def test_a_claim_takes_due_operations_earliest_first_up_to_its_limit(h: Harness) -> None:
+def test_a_claim_takes_due_operations_earliest_first_up_to_its_limit(h: StoreHarness) -> None:
     """Never more than ``limit``, earliest next attempt first; a live lease is not taken again; a
     released operation is due after its delay, in the order the delays give."""
     ops = []
     for _ in range(3):
-        ops.append(_create(h).operations[0].operation_id)
+        ops.append(h.create().operations[0].operation_id)
         h.wait(2)
-    assert _claim(h, "w1", limit=2) == ops[:2]
-    assert _claim(h, "w2", limit=10) == ops[2:]
-    assert _claim(h, "w3") == []
+    assert h.claim("w1", limit=2) == ops[:2]
+    assert h.claim("w2", limit=10) == ops[2:]
+    assert h.claim("w3") == []
     with h.transaction() as store:
         store.release(ops[0], "w1", 300)
         store.release(ops[1], "w1", 100)
         store.release(ops[2], "w2", 200)
-    assert _claim(h, "w3") == []
+    assert h.claim("w3") == []
     h.wait(400)
-    assert _claim(h, "w3", limit=2) == [ops[1], ops[2]]
-    assert _claim(h, "w4", limit=2) == [ops[0]]
+    assert h.claim("w3", limit=2) == [ops[1], ops[2]]
+    assert h.claim("w4", limit=2) == [ops[0]]
 
 
-def test_two_claimers_racing_never_both_win(h: Harness) -> None:
+def test_two_claimers_racing_never_both_win(h: StoreHarness) -> None:
     """Two workers claim at the same moment: every due operation goes to exactly one of them."""
-    ops = {_create(h).operations[0].operation_id for _ in range(12)}
+    ops = {h.create().operations[0].operation_id for _ in range(12)}
     start = threading.Barrier(2)
     won: dict[str, list[str]] = {}
 
     def claim(worker: str) -> None:
         start.wait(5)
-        won[worker] = _claim(h, worker, limit=12)
+        won[worker] = h.claim(worker, limit=12)
 
     threads = [threading.Thread(target=claim, args=(w,)) for w in ("w1", "w2")]
     for t in threads:
@@ -386,55 +303,55 @@ def test_two_claimers_racing_never_both_win(h: Harness) -> None:
     assert set(won["w1"]) | set(won["w2"]) == ops
 
 
-def test_an_expired_lease_is_claimable_again_and_its_old_holder_loses_the_operation(h: Harness) -> None:
+def test_an_expired_lease_is_claimable_again_and_its_old_holder_loses_the_operation(h: StoreHarness) -> None:
     """After the lease another worker takes the operation; the old holder can then neither start a
     call, count a lookup nor release it."""
-    (op_id,) = [op.operation_id for op in _create(h).operations]
-    assert _claim(h, "w1", lease_ms=50) == [op_id]
+    (op_id,) = [op.operation_id for op in h.create().operations]
+    assert h.claim("w1", lease_ms=50) == [op_id]
     h.wait(120)
-    assert _claim(h, "w2") == [op_id]
+    assert h.claim("w2") == [op_id]
     with h.transaction() as store:
         assert not store.start_call(op_id, "w1") and not store.count_lookup(op_id, "w1")
         store.release(op_id, "w1", 0)
-    assert _claim(h, "w3") == []  # still w2's
+    assert h.claim("w3") == []  # still w2's
     with h.transaction() as store:
         assert store.start_call(op_id, "w2")
 
 
-def test_the_bookkeeping_counts_calls_and_lookups_and_marks_unknown(h: Harness) -> None:
+def test_the_bookkeeping_counts_calls_and_lookups_and_marks_unknown(h: StoreHarness) -> None:
     """A started call is in flight and counted; UNKNOWN clears the marker (only while open); a
     lookup is counted; a release ends the claim (due again at once with no delay); the metrics
     count open operations by status."""
-    state = _create(h)
+    state = h.create()
     op_id = state.operations[0].operation_id
-    _claim(h, "w1")
+    h.claim("w1")
     with h.transaction() as store:
         assert store.start_call(op_id, "w1")
-    assert (_op(h, state).attempts, _op(h, state).call_in_flight) == (1, True)
+    assert (h.op(state).attempts, h.op(state).call_in_flight) == (1, True)
     with h.transaction() as store:
         store.mark_unknown(op_id, "timeout " * 40)
         assert store.count_lookup(op_id, "w1")
         store.release(op_id, "w1", 0)
         stats = store.open_operations()
-    op = _op(h, state)
+    op = h.op(state)
     assert (op.status, op.unknown_reason, op.attempts, op.call_in_flight) == (
         OperationStatus.UNKNOWN, ("timeout " * 40)[:200], 2, False,
     )  # fmt: skip
     assert (stats.pending, stats.unknown) == (0, 1) and stats.oldest_unknown_s >= 0
-    assert _claim(h, "w2") == [op_id]
-    resolved = _authorized(h, _create(h))
+    assert h.claim("w2") == [op_id]
+    resolved = h.authorized(h.create())
     with h.transaction() as store:
         store.mark_unknown(resolved.operations[0].operation_id, "late")
         assert not store.start_call(resolved.operations[0].operation_id, "w2")
-    assert _op(h, resolved).status == OperationStatus.SUCCEEDED
+    assert h.op(resolved).status == OperationStatus.SUCCEEDED
 
 
-def test_old_keys_are_pruned_in_bounded_batches(h: Harness) -> None:
+def test_old_keys_are_pruned_in_bounded_batches(h: StoreHarness) -> None:
     """Keys older than the retention go, at most ``batch_max`` per call; newer keys and the
     payments stay."""
-    old = [_create(h) for _ in range(3)]
+    old = [h.create() for _ in range(3)]
     h.wait(1_100)
-    new = _create(h)
+    new = h.create()
     with h.transaction() as store:
         assert store.prune_idempotency_keys(1, 2) == 2
     with h.transaction() as store:
@@ -448,14 +365,14 @@ def test_old_keys_are_pruned_in_bounded_batches(h: Harness) -> None:
 # -- transactions ---------------------------------------------------------------------------------
 
 
-def test_events_and_changes_commit_with_their_transaction_or_not_at_all(h: Harness) -> None:
+def test_events_and_changes_commit_with_their_transaction_or_not_at_all(h: StoreHarness) -> None:
     """Published events appear once their transaction commits, in order; a transaction that raises
     leaves no payment, key, case, fact or event behind."""
-    pid = _create(h).payment.payment_id
+    pid = h.create().payment.payment_id
     with h.transaction() as store:
-        store.publish(pid, [OutEvent("PaymentRequiresAction", _body(pid))])
+        store.publish(pid, [OutEvent("PaymentRequiresAction", requires_action_body(pid))])
         store.publish(pid, [])
-    failed = _new_state()
+    failed = new_payment_state()
     with pytest.raises(RuntimeError), h.transaction() as store:
         store.create_with_key("k-rolled-back", "d", failed, 201, {})
         store.open_case(pid, None, "provider_conflict", "x")
@@ -463,7 +380,7 @@ def test_events_and_changes_commit_with_their_transaction_or_not_at_all(h: Harne
             provider="simpsp", provider_event_id="evt_rb", source="webhook", fact_type="intent",
             payment_id=pid, operation_id=None, outcome="applied",
         )  # fmt: skip
-        store.publish(pid, [OutEvent("PaymentRequiresAction", _body(pid))])
+        store.publish(pid, [OutEvent("PaymentRequiresAction", requires_action_body(pid))])
         raise RuntimeError("the handler failed")
     assert h.published() == [(pid, "PaymentRequiresAction")]
     with h.transaction() as store:
@@ -471,12 +388,3 @@ def test_events_and_changes_commit_with_their_transaction_or_not_at_all(h: Harne
         assert store.claim_idempotency_key("m1", "create", "k-rolled-back", "d", None) is None
         assert store.open_case(pid, None, "provider_conflict", "x")
         assert not store.webhook_seen("simpsp", "evt_rb")
-
-
-def _body(payment_id: str) -> dict[str, object]:
-    """A PaymentRequiresAction body (a valid event for the outbox's encoder)."""
-    return {
-        "merchant_id": "m1", "operation_id": f"op_{payment_id}", "provider": "simpsp",
-        "provider_payment_id": "pi_x", "amount_minor": 10_000, "currency": "EUR",
-        "next_action_url": "https://psp.example/3ds",
-    }  # fmt: skip

@@ -2,7 +2,8 @@
 never by production code): a throwaway service (database, topics, processes) with in-process access
 to the application (``service``), a small HTTP client for the API (``api``), Kafka input as other
 services publish it (``kafka``), the provider's objects and webhooks (``psp_objects``), and the PSP
-simulator as a real process with a gateway stand-in (``psp_sim``). Everything is re-exported here.
+simulator as a real process with a gateway stand-in (``psp_sim``), and either payment store behind
+one harness with builders of payments (``stores``). Everything is re-exported here.
 """
 
 from payment_state.testing.api import Http, Response
@@ -31,6 +32,14 @@ from payment_state.testing.service import (
     fact_keys,
     only_topics,
 )
+from payment_state.testing.stores import (
+    StoreHarness,
+    create_request,
+    memory_harness,
+    new_payment_state,
+    postgres_harness,
+    requires_action_body,
+)
 
 __all__ = [
     "MERCHANT_A",
@@ -47,11 +56,17 @@ __all__ = [
     "Publisher",
     "Response",
     "Service",
+    "StoreHarness",
+    "create_request",
     "dispute_object",
     "fact_keys",
     "intent_object",
+    "memory_harness",
+    "new_payment_state",
     "only_topics",
+    "postgres_harness",
     "provider_event",
     "refund_object",
+    "requires_action_body",
     "webhook_body",
 ]
