@@ -27,8 +27,8 @@ from backbone.testing import databases
 from backbone.testing.processes import Proc
 from backbone.testing.stack import discover
 from backbone.testing.system import MT5_WORKER_ENV
+from mt5_credit.testing import MIGRATIONS
 
-MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
 GROUP = "real\\usd"
 ACCOUNTS = 50
 # The test timings' one home (backbone.testing.system), polled faster, in claim batches of 25.

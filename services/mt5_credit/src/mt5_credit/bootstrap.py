@@ -3,8 +3,6 @@ service): the Avro codec, the topic catalogue, the outbox writer, the FX table, 
 
 from __future__ import annotations
 
-from typing import Final
-
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.messages import UnitOfWork
 from backbone.kafka.topics import TopicCatalogue
@@ -15,8 +13,7 @@ from mt5_credit.adapters.mt5 import GatewayMt5
 from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.adapters.rates import FixedRates
 from mt5_credit.application.ports import CreditStore
-
-SERVICE_NAME: Final = "mt5_credit"  # as in schemas/topics.toml (the producer of mt5.credit-events)
+from mt5_credit.settings import SERVICE_NAME
 
 
 def codec() -> AvroCodec:

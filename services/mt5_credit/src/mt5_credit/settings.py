@@ -8,12 +8,16 @@ looks a deal up (the original call must surely be dead).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from backbone.consumer.settings import ConsumerSettings
+from backbone.kafka.topics import topic_name
 from backbone.settings import Secret, setting
 
 from mt5_credit.adapters.rates import FixedRates
 
+SERVICE_NAME: Final = "mt5_credit"  # as in schemas/topics.toml (the producer of mt5.credit-events)
+CONSUMED_TOPIC: Final = "payments.events"  # logical name; topic_name() adds the namespace
 FX_DOC = "fixed FX table like EUR:USD=1.0835,GBP:USD=1.2710 (units of the second per one of the first)"
 
 
@@ -55,9 +59,21 @@ class HttpSettings:
     body_bytes_max: int = setting("HTTP_BODY_BYTES_MAX", 16_384)
 
 
-@dataclass(frozen=True)
+# kw_only: the two backbone settings given defaults here come before required ones in the base class.
+@dataclass(frozen=True, kw_only=True)
 class ConsumeSettings(ConsumerSettings):
-    """The consumer (``python -m mt5_credit consume``): the backbone's consumer settings plus the FX
-    table a deposit in another currency is converted with (the same table as the HTTP API's)."""
+    """The consumer (``python -m mt5_credit consume``, and its ``dlq``): the backbone's consumer
+    settings, with this service's defaults for the name and the topic, plus the FX table a deposit
+    in another currency is converted with (the same table as the HTTP API's)."""
 
+    consumer_name: str = setting("CONSUMER_NAME", SERVICE_NAME, doc="consumer group id and dedup namespace")
+    topics: tuple[str, ...] = setting(
+        "CONSUMER_TOPICS", (), doc="comma-separated topics; default: payments.events in the namespace"
+    )
     fx_rates: str = setting("FX_RATES", "", doc=FX_DOC, check=FixedRates.parse)
+
+    def __post_init__(self) -> None:
+        # In the topic namespace of the moment the settings are loaded (KAFKA_TOPIC_PREFIX), as the
+        # process starts; frozen afterwards, as every settings object.
+        if not self.topics:
+            object.__setattr__(self, "topics", (topic_name(CONSUMED_TOPIC),))

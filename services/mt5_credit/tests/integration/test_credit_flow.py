@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
 
 import psycopg
 from backbone.postgres import connect
 from mt5_credit.domain.intake import Account, NewRow
 from mt5_credit.domain.model import CreditKind, CreditStatus
-
-if TYPE_CHECKING:  # the fixture's type; conftest is not importable under importlib mode
-    from conftest import World
+from mt5_credit.testing import World
 
 
 def _one_credit(world: World, amount: int = 50_000) -> int:

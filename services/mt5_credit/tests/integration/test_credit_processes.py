@@ -5,38 +5,16 @@ test asserts the number of MT5 deals carrying the row's comment afterwards."""
 
 from __future__ import annotations
 
-import itertools
-import os
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
-from backbone.avro import AvroCodec, SchemaCatalogue
-from backbone.kafka.topics import TopicCatalogue
-from backbone.mt5.testing import MANAGER_LOGIN, MANAGER_PASSWORD, SimulatorProcess, running_simulator
-from backbone.outbox.writer import OutboxWriter
-from backbone.postgres import connect
-from backbone.testing import databases
+from backbone.mt5.testing import running_simulator
 from backbone.testing.kafka import topic_namespace
-from backbone.testing.processes import Proc, wait_until
+from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
-from backbone.testing.system import MT5_WORKER_ENV
-from confluent_kafka import Producer
-from mt5_credit.adapters.postgres_store import PgCreditStore
-from mt5_credit.adapters.rates import FixedRates
-from mt5_credit.application.intents import Created, IntentRequest, create_intent
-from mt5_credit.domain.intake import Account
-
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
-GROUP = "real\\usd"
-CODEC = AvroCodec(SchemaCatalogue.default())
-_seq = itertools.count(1)
-
-# Short, related timings, from their one home (the lease covers the call budget plus a margin).
-WORKER_ENV = {**MT5_WORKER_ENV, "CREDIT_LANES": "4"}  # the default lanes, as these tests always ran
+from mt5_credit.testing import GROUP, System, credit_database
 
 
 @pytest.fixture(scope="module")
@@ -45,162 +23,12 @@ def namespace(stack: Stack) -> Iterator[str]:
         yield prefix
 
 
-@dataclass
-class System:
-    stack: Stack
-    prefix: str
-    db_url: str
-    sim: SimulatorProcess
-    tmp: Path
-    procs: list[Proc] = field(default_factory=list)
-    group: str = field(default_factory=lambda: f"mt5c-{uuid.uuid4().hex[:8]}")
-
-    def __post_init__(self) -> None:
-        self.writer = OutboxWriter(CODEC, _catalogue(self.prefix), "test")
-        self.producer = Producer(
-            {
-                "bootstrap.servers": self.stack.kafka_bootstrap,
-                "enable.idempotence": True,
-                "partitioner": "murmur2_random",
-            }
-        )
-
-    def _env(self, **extra: str) -> dict[str, str]:
-        return {
-            "DATABASE_URL": self.db_url,
-            "KAFKA_BOOTSTRAP_SERVERS": self.stack.kafka_bootstrap,
-            "KAFKA_TOPIC_PREFIX": self.prefix,
-            **extra,
-        }
-
-    def consumer(self, n: int = 1) -> Proc:
-        env = self._env(
-            CONSUMER_NAME=self.group, CONSUMER_POLL_TIMEOUT_MS="100", CONSUMER_SESSION_TIMEOUT_MS="6000"
-        )
-        proc = Proc(["-m", "mt5_credit", "consume"], env, self.tmp / f"consume-{next(_seq)}.log")
-        self.procs.append(proc)
-        return proc
-
-    def worker(self, failpoints: str = "") -> Proc:
-        env = self._env(
-            MT5_WEBAPI_URL=self.sim.url,
-            MT5_MANAGER_LOGIN=str(MANAGER_LOGIN),
-            MT5_MANAGER_PASSWORD=MANAGER_PASSWORD,
-            BACKBONE_FAILPOINTS=failpoints,
-            **WORKER_ENV,
-        )
-        proc = Proc(["-m", "mt5_credit", "worker"], env, self.tmp / f"worker-{next(_seq)}.log")
-        self.procs.append(proc)
-        return proc
-
-    def account(self, login: int, customer: str, balance: str = "0") -> None:
-        self.sim.control.create_account(login, GROUP, balance=balance)
-        with connect(self.db_url, autocommit=True) as conn:
-            PgCreditStore(conn).upsert_account(Account(login, customer, "USD", True))
-
-    def intent(self, customer: str, login: int, amount_minor: int) -> str:
-        with connect(self.db_url, autocommit=True) as conn:
-            result = create_intent(
-                PgCreditStore(conn),
-                IntentRequest("m1", customer, login, amount_minor, "USD"),
-                f"key-{uuid.uuid4().hex}",
-                FixedRates({}),
-            )
-        assert isinstance(result, Created)
-        return result.intent.deposit_reference
-
-    def publish(self, event_type: str, payment_id: str, body: dict[str, Any], copies: int = 1) -> None:
-        """Publish one event (``copies`` times with the same event id: a duplicate delivery)."""
-        message = self.writer.event(self.prefix + "payments.events", event_type, payment_id, body)
-        for _ in range(copies):
-            self.producer.produce(message.topic, key=payment_id.encode(), value=message.payload)
-        assert self.producer.flush(10) == 0
-
-    def captured(self, ref: str, amount_minor: int, pi: str, copies: int = 1) -> None:
-        self.publish(
-            "PaymentCaptured",
-            f"pay-{pi}",
-            {
-                "merchant_id": "m1",
-                "operation_id": f"op-{pi}",
-                "provider": "simpsp",
-                "provider_payment_id": pi,
-                "amount_minor": amount_minor,
-                "currency": "USD",
-                "deposit_reference": ref,
-            },
-            copies,
-        )
-
-    def refunded(self, ref: str, amount_minor: int, refund_id: str, pi: str) -> None:
-        self.publish(
-            "RefundSucceeded",
-            f"pay-{pi}",
-            {
-                "merchant_id": "m1",
-                "refund_id": refund_id,
-                "operation_id": f"op-{refund_id}",
-                "provider": "simpsp",
-                "provider_refund_id": f"re_{refund_id}",
-                "amount_minor": amount_minor,
-                "currency": "USD",
-                "deposit_reference": ref,
-            },
-        )
-
-    def rows(self) -> list[dict[str, Any]]:
-        with connect(self.db_url) as conn:
-            cur = conn.execute(
-                "SELECT id, kind, status, mt5_deal_ticket, attempts, deposit_reference,"
-                " amount_minor, last_reason FROM mt5_credits ORDER BY id"
-            )
-            names = [d.name for d in cur.description or []]
-            return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-    def transitions(self, credit_id: int) -> list[tuple[str | None, str, str]]:
-        with connect(self.db_url) as conn:
-            return [
-                (a, b, c)
-                for a, b, c in conn.execute(
-                    "SELECT from_status, to_status, reason FROM mt5_credit_transitions"
-                    " WHERE credit_id = %s ORDER BY id",
-                    (credit_id,),
-                )
-            ]
-
-    def deals(self, comment: str) -> list[dict[str, Any]]:
-        return self.sim.control.deals(comment=comment)
-
-    def wait_status(
-        self, want: dict[int, str] | str, count: int = 1, timeout_s: float = 60
-    ) -> list[dict[str, Any]]:
-        def done() -> bool:
-            rows = self.rows()
-            if isinstance(want, str):
-                return len(rows) >= count and all(r["status"] == want for r in rows)
-            by_id = {r["id"]: r["status"] for r in rows}
-            return all(by_id.get(k) == v for k, v in want.items())
-
-        wait_until(done, timeout_s, f"credit rows {want}")
-        return self.rows()
-
-
-def _catalogue(prefix: str) -> TopicCatalogue:
-    old = os.environ.get("KAFKA_TOPIC_PREFIX")
-    os.environ["KAFKA_TOPIC_PREFIX"] = prefix
-    try:
-        return TopicCatalogue.default()
-    finally:
-        if old is None:
-            del os.environ["KAFKA_TOPIC_PREFIX"]
-        else:
-            os.environ["KAFKA_TOPIC_PREFIX"] = old
-
-
 @pytest.fixture
 def system(stack: Stack, namespace: str, tmp_path: Path) -> Iterator[System]:
-    db_url = databases.create_database(stack.pg_admin_url, [MIGRATIONS])
-    with running_simulator(stack.pg_admin_url, tmp_path) as sim:
+    with (
+        credit_database(stack.pg_admin_url) as db_url,
+        running_simulator(stack.pg_admin_url, tmp_path) as sim,
+    ):
         sim.control.create_group(GROUP, "USD", 2)
         system = System(stack, namespace, db_url, sim, tmp_path)
         try:
@@ -208,7 +36,6 @@ def system(stack: Stack, namespace: str, tmp_path: Path) -> Iterator[System]:
         finally:
             for proc in system.procs:
                 proc.kill()
-    databases.drop_database(stack.pg_admin_url, db_url)
 
 
 def _deposit(system: System, amount_minor: int = 50_000, copies: int = 1, login: int = 7001) -> str:

@@ -3,82 +3,36 @@ idempotency, card data, bad input) and merchant isolation."""
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from backbone.postgres import connect
-from backbone.testing import databases
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import Stack, free_port
-
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
-ADMIN = "admin-token-0123456789"
-TOKEN_A, TOKEN_B = "merchant-a-token-0123", "merchant-b-token-0123"
-
-
-class Client:
-    def __init__(self, base: str) -> None:
-        self.base = base
-
-    def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        token: str = TOKEN_A,
-        key: str | None = None,
-        raw: bytes | None = None,
-    ) -> tuple[int, dict[str, Any]]:
-        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-        req = urllib.request.Request(self.base + path, data=data, method=method)
-        req.add_header("Authorization", f"Bearer {token}")
-        req.add_header("Content-Type", "application/json")
-        if key:
-            req.add_header("Idempotency-Key", key)
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as err:
-            raw = err.read() or b"{}"
-            try:
-                return err.code, json.loads(raw)
-            except ValueError:  # aiohttp's own 404/405 pages are text
-                return err.code, {"text": raw.decode(errors="replace")}
+from mt5_credit.testing import ADMIN, TOKEN_A, TOKEN_B, Client, answers, credit_database
 
 
 @pytest.fixture
 def api(stack: Stack, tmp_path: Path) -> Iterator[tuple[Client, str]]:
-    url = databases.create_database(stack.pg_admin_url, [MIGRATIONS])
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "HTTP_PORT": str(port),
-        "MT5_CREDIT_API_TOKENS": f"{TOKEN_A}=merchant-a,{TOKEN_B}=merchant-b",
-        "MT5_CREDIT_ADMIN_TOKEN": ADMIN,
-        "FX_RATES": "EUR:USD=1.0835",
-    }
-    proc = Proc(["-m", "mt5_credit", "api"], env, tmp_path / "http.log")
-    client = Client(f"http://127.0.0.1:{port}")
-    wait_until(lambda: _answers(client), timeout_s=20, what="mt5_credit http")
-    try:
-        yield client, url
-    finally:
-        proc.kill()
-        databases.drop_database(stack.pg_admin_url, url)
-
-
-def _answers(client: Client) -> bool:
-    try:
-        return client.call("GET", "/healthz")[0] in (200, 503)
-    except OSError:
-        return False
+    with credit_database(stack.pg_admin_url) as url:
+        port = free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "HTTP_PORT": str(port),
+            "MT5_CREDIT_API_TOKENS": f"{TOKEN_A}=merchant-a,{TOKEN_B}=merchant-b",
+            "MT5_CREDIT_ADMIN_TOKEN": ADMIN,
+            "FX_RATES": "EUR:USD=1.0835",
+        }
+        proc = Proc(["-m", "mt5_credit", "api"], env, tmp_path / "http.log")
+        client = Client(f"http://127.0.0.1:{port}")
+        wait_until(lambda: answers(client), timeout_s=20, what="mt5_credit http")
+        try:
+            yield client, url
+        finally:
+            proc.kill()
 
 
 def _map(client: Client, login: int, customer: str, currency: str = "USD", enabled: bool = True) -> None:

@@ -10,11 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from backbone.testing import databases
 from backbone.testing.processes import Proc
 from backbone.testing.stack import Stack
+from mt5_credit.testing import credit_database
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 MT5 = {
     "MT5_WEBAPI_URL": "http://127.0.0.1:1",
     "MT5_MANAGER_LOGIN": "1000",
@@ -24,9 +23,8 @@ MT5 = {
 
 @pytest.fixture
 def db_url(stack: Stack) -> Iterator[str]:
-    url = databases.create_database(stack.pg_admin_url, [MIGRATIONS])
-    yield url
-    databases.drop_database(stack.pg_admin_url, url)
+    with credit_database(stack.pg_admin_url) as url:
+        yield url
 
 
 def test_a_lease_shorter_than_the_call_budget_refuses_to_start(db_url: str, tmp_path: Path) -> None:

@@ -15,22 +15,20 @@ import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pytest
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect
-from backbone.testing import databases
 from backbone.testing.stack import Stack
 from mt5_credit.adapters.memory_store import InMemoryCreditStore
 from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.application.ports import CreditStore
-from mt5_credit.domain.intake import Account, DepositIntent, NewRow
-from mt5_credit.domain.model import CreditKind, CreditStatus, DebitReason
+from mt5_credit.domain.intake import DepositIntent
+from mt5_credit.domain.model import CreditKind, CreditStatus
+from mt5_credit.testing import credit_database, new_row, put_intent, put_row
 
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 _seq = itertools.count(1)
 
 
@@ -49,35 +47,22 @@ def h(request: pytest.FixtureRequest, stack: Stack) -> Iterator[Harness]:
         memory = InMemoryCreditStore()
         yield Harness(memory, memory.advance)
         return
-    url = databases.create_database(stack.pg_admin_url, [MIGRATIONS], prefix="mt5store")
     codec = AvroCodec(SchemaCatalogue.default())
-    try:
-        with connect(url, autocommit=True) as conn:
-            store = PgCreditStore(conn, OutboxWriter(codec, TopicCatalogue.default(), "mt5_credit"))
-            yield Harness(store, lambda ms: time.sleep(ms / 1000))
-    finally:
-        databases.drop_database(stack.pg_admin_url, url)
+    with credit_database(stack.pg_admin_url, prefix="mt5store") as url, connect(url, autocommit=True) as conn:
+        store = PgCreditStore(conn, OutboxWriter(codec, TopicCatalogue.default(), "mt5_credit"))
+        yield Harness(store, lambda ms: time.sleep(ms / 1000))
 
 
 def _intent(h: Harness, login: int = 5001) -> str:
-    h.store.upsert_account(Account(login, "cust-1", "USD", True))
     ref = f"dpi_{next(_seq)}"
-    assert (
-        h.store.insert_intent(DepositIntent(ref, "m1", "cust-1", login, 10_000, "USD"), f"k{ref}", "d")
-        is None
-    )
+    put_intent(h.store, ref, login=login)
     return ref
 
 
 def _row(h: Harness, ref: str, *, kind: CreditKind = CreditKind.CREDIT, original: int | None = None,
          amount: int = 10_000, key: str | None = None) -> int:  # fmt: skip
-    plan = NewRow(
-        kind, key or f"{kind.value}:{next(_seq)}", ref, 5001, "cust-1", amount, "USD", amount, "USD", None,
-        debit_reason=None if kind is CreditKind.CREDIT else DebitReason.REFUND, original_credit_id=original,
-    )  # fmt: skip
-    credit_id = h.store.insert_row(
-        plan, payment_id="pay_1", provider="simpsp", provider_payment_id="pi_1", source_reference=None
-    )
+    plan = new_row(key or f"{kind.value}:{next(_seq)}", ref, amount, kind=kind, original_credit_id=original)
+    credit_id = put_row(h.store, plan)
     assert credit_id is not None
     return credit_id
 
@@ -194,7 +179,7 @@ def test_business_keys_are_unique(h: Harness) -> None:
     (a second is refused outright, whatever its key)."""
     ref = _intent(h)
     _row(h, ref, key="payment:simpsp:pi_1")
-    plan = NewRow(CreditKind.CREDIT, "payment:simpsp:pi_1", ref, 5001, "cust-1", 1, "USD", 1, "USD", None)
+    plan = new_row("payment:simpsp:pi_1", ref, 1)
     kwargs = {
         "payment_id": "p",
         "provider": "simpsp",
@@ -202,7 +187,7 @@ def test_business_keys_are_unique(h: Harness) -> None:
         "source_reference": None,
     }
     assert h.store.insert_row(plan, **kwargs) is None  # type: ignore[arg-type]
-    other = NewRow(CreditKind.CREDIT, "payment:simpsp:pi_2", ref, 5001, "cust-1", 1, "USD", 1, "USD", None)
+    other = new_row("payment:simpsp:pi_2", ref, 1)
     with pytest.raises(Exception, match="one_credit_per_deposit"), h.store.transaction():
         h.store.insert_row(other, **kwargs)  # type: ignore[arg-type]
     assert h.store.credit_source_for_deposit(ref) == "payment:simpsp:pi_1"

@@ -9,23 +9,17 @@ import time
 from mt5_credit.adapters.memory_mt5 import MemoryMt5
 from mt5_credit.adapters.memory_store import InMemoryCreditStore
 from mt5_credit.application.executor import Executor, ExecutorConfig
-from mt5_credit.domain.intake import Account, DepositIntent, NewRow
-from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus
+from mt5_credit.domain.model import CreditRow, CreditStatus
+from mt5_credit.testing import new_row, put_intent, put_row
 
 LEASE_MS, CALL_MS, MARGIN_MS = 10_000, 2_000, 1_000  # a call fits while 7 s of the lease are left
 
 
 def _world(enabled: bool = True) -> tuple[InMemoryCreditStore, MemoryMt5, Executor]:
     store, mt5 = InMemoryCreditStore(), MemoryMt5()
-    store.upsert_account(Account(5001, "cust-1", "USD", enabled))
+    put_intent(store, "dpi_1", amount_minor=25_000, enabled=enabled, key="k1", digest="d1")
     mt5.open_account(5001, "USD", 0)
-    store.insert_intent(DepositIntent("dpi_1", "m1", "cust-1", 5001, 25_000, "USD"), "k1", "d1")
-    plan = NewRow(
-        CreditKind.CREDIT, "payment:simpsp:pi_1", "dpi_1", 5001, "cust-1", 25_000, "USD", 25_000, "USD", None
-    )
-    store.insert_row(
-        plan, payment_id="pay_1", provider="simpsp", provider_payment_id="pi_1", source_reference=None
-    )
+    put_row(store, new_row("payment:simpsp:pi_1", "dpi_1", 25_000))
     config = ExecutorConfig(
         batch_size_max=10, lease_ms=LEASE_MS, call_timeout_ms=CALL_MS, lease_margin_ms=MARGIN_MS
     )

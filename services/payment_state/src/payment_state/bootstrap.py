@@ -1,24 +1,28 @@
-"""Wiring: the one place that builds real adapters (codec, topic catalogue, outbox, PSP client).
+"""Wiring: the one place that builds real adapters (codec, topic catalogue, outbox, the store on
+PostgreSQL, PSP client).
 
-Entrypoints call these; tests call them too with their own topic names, or build a ``Context``
-with the in-memory PSP.
+Entrypoints call these; tests call them too with their own topic names, or build the application
+on the in-memory store and PSP (``adapters.memory_store``, ``adapters.memory_psp``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
 from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.consumer.messages import UnitOfWork
 from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, TopicSpec
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import make_async_pool, make_pool
 from backbone.psp import PspClientSettings
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from payment_state.adapters.postgres_store import ConnectionSource, PgPaymentStore, PgTransactions
 from payment_state.adapters.simpsp_objects import parse_webhook
 from payment_state.application.context import Context
-from payment_state.application.ports import Psp, WebhookParser
+from payment_state.application.ports import PaymentStore, Psp, WebhookParser
 from payment_state.settings import (
     DEFAULT_COMMANDS_TOPIC,
     DEFAULT_EVENTS_TOPIC,
@@ -53,10 +57,26 @@ def codec() -> AvroCodec:
     return AvroCodec(SchemaCatalogue.default())
 
 
-def context(provider: str, events_topic: str, catalogue: TopicCatalogue, avro: AvroCodec) -> Context:
-    return Context(
-        provider=provider, outbox=OutboxWriter(avro, catalogue, SERVICE_NAME), events_topic=events_topic
-    )
+def context(provider: str) -> Context:
+    return Context(provider=provider)
+
+
+def outbox_writer(catalogue: TopicCatalogue, avro: AvroCodec) -> OutboxWriter:
+    return OutboxWriter(avro, catalogue, SERVICE_NAME)
+
+
+def store_for(events_topic: str) -> Callable[[UnitOfWork], PaymentStore]:
+    """The store on a consumer batch's unit of work (its connection and transaction, its outbox)."""
+
+    def open_store(uow: UnitOfWork) -> PaymentStore:
+        return PgPaymentStore(uow.conn, uow.outbox, events_topic)
+
+    return open_store
+
+
+def transactions(pool: ConnectionSource, outbox: OutboxWriter, events_topic: str) -> PgTransactions:
+    """A store in a new transaction per call, on ``pool`` (the executor's steps, the API's requests)."""
+    return PgTransactions(pool, outbox, events_topic)
 
 
 POOL_TIMEOUT_S = 5.0  # a caller waits this long for a connection; the API then answers 503

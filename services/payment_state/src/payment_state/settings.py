@@ -2,8 +2,9 @@
 
 Processes: ``api`` (HTTP), ``executor`` (calls the PSP), ``inbound`` (the commands topic and the
 provider events topic, through the backbone's idempotent consumer: its ``CONSUMER_*`` variables
-apply) and ``relay`` (the backbone's outbox relay: ``OUTBOX_*``). Secrets (database URL, API
-tokens, PSP key) are ``Secret``s: never printed.
+apply, with this service's defaults) and ``relay`` (the backbone's outbox relay: ``OUTBOX_*``).
+Secrets (database URL, API tokens, PSP key) are ``Secret``s: never printed. Every variable is read
+here and nowhere else: a bad one stops the process at start (exit 2) naming it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from payment_state.domain.recovery import RecoveryPolicy
 DEFAULT_EVENTS_TOPIC: Final = topic_name("payments.events")
 DEFAULT_COMMANDS_TOPIC: Final = topic_name("payments.commands")
 DEFAULT_PROVIDER_EVENTS_TOPIC: Final = topic_name("psp.provider-events")
+DEFAULT_CONSUMER_NAME: Final = "payment-state-inbound"
 _TOKEN_ENTRY: Final = re.compile(r"^([\x21-\x7e]{16,256})=([A-Za-z0-9_\-]{1,64})$")
+_KAFKA_TOPIC: Final = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # what Kafka accepts as a topic name
+
+
+def kafka_topic(name: str) -> None:
+    """A settings check: refuse at start what Kafka would refuse later, mid-run."""
+    if not _KAFKA_TOPIC.match(name):
+        raise ValueError("expected a Kafka topic name: 1-249 of [A-Za-z0-9._-]")
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,7 @@ class ExecutorSettings:
     are ``backbone.psp.PspClientSettings``."""
 
     database_url: Secret = setting("DATABASE_URL", secret=True)
-    events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC)
+    events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC, check=kafka_topic)
     provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp")
     worker_id: str = setting("EXECUTOR_WORKER_ID", "", doc="default: host name and pid")
     batch_size_max: int = setting(
@@ -92,14 +101,30 @@ class ExecutorSettings:
         return self.worker_id or f"{socket.gethostname()}-{os.getpid()}"
 
 
-@dataclass(frozen=True)
+# kw_only: the two backbone settings given defaults here come before required ones in the base class.
+@dataclass(frozen=True, kw_only=True)
 class InboundSettings(ConsumerSettings):
-    """The consumer of payments.commands and psp.provider-events (CONSUMER_* from the backbone)."""
+    """The consumer of payments.commands and psp.provider-events (CONSUMER_* from the backbone, with
+    this service's defaults for the name and the topics)."""
 
-    events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC)
-    commands_topic: str = setting("PAYMENT_STATE_COMMANDS_TOPIC", DEFAULT_COMMANDS_TOPIC)
-    provider_events_topic: str = setting("PAYMENT_STATE_PROVIDER_EVENTS_TOPIC", DEFAULT_PROVIDER_EVENTS_TOPIC)
+    consumer_name: str = setting(
+        "CONSUMER_NAME", DEFAULT_CONSUMER_NAME, doc="consumer group id and dedup namespace"
+    )
+    topics: tuple[str, ...] = setting(
+        "CONSUMER_TOPICS", (), doc="comma-separated topics; default: the commands and provider events topics"
+    )
+    events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC, check=kafka_topic)
+    commands_topic: str = setting("PAYMENT_STATE_COMMANDS_TOPIC", DEFAULT_COMMANDS_TOPIC, check=kafka_topic)
+    provider_events_topic: str = setting(
+        "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC", DEFAULT_PROVIDER_EVENTS_TOPIC, check=kafka_topic
+    )
     provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp")
+
+    def __post_init__(self) -> None:
+        # A default that depends on two other settings: set once, here, while the object is built
+        # (frozen afterwards, as every settings object).
+        if not self.topics:
+            object.__setattr__(self, "topics", (self.commands_topic, self.provider_events_topic))
 
 
 def parse_api_tokens(tokens: Secret) -> dict[str, str]:

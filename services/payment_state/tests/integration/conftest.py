@@ -20,7 +20,7 @@ def service(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     catalogue = bootstrap.topic_catalogue(events, commands, provider)
     kafka.create_topics(stack.kafka_bootstrap, only_topics(catalogue, {events, commands, provider}))
     avro = bootstrap.codec()
-    ctx = bootstrap.context("simpsp", events, catalogue, avro)
+    ctx = bootstrap.context("simpsp")
     pool = bootstrap.pool(db_url, 8, "payment-state-tests")
     logs = tmp_path_factory.mktemp("ps")
     svc = Service(stack, db_url, events, commands, provider, logs, ctx, pool, avro, catalogue)

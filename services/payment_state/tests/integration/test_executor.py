@@ -14,8 +14,6 @@ import pytest
 from backbone.testing import databases, kafka
 from backbone.testing.stack import Stack
 from payment_state import bootstrap
-from payment_state.adapters import operations as ops_sql
-from payment_state.adapters import repository as repo
 from payment_state.adapters.memory_psp import MemoryPsp
 from payment_state.application.executor import ExecutorConfig, OperationExecutor
 from payment_state.application.ports import CallResult, ProviderCall
@@ -38,7 +36,7 @@ def svc(stack: Stack, tmp_path: Path) -> Iterator[Service]:
     catalogue = bootstrap.topic_catalogue(events_topic=events)
     avro = bootstrap.codec()
     pool = bootstrap.pool(db_url, 6, "payment-state-executor-tests")
-    ctx = bootstrap.context("simpsp", events, catalogue, avro)
+    ctx = bootstrap.context("simpsp")
     service = Service(stack, db_url, events, "-", "-", tmp_path, ctx, pool, avro, catalogue)
     yield service
     pool.close()
@@ -51,7 +49,7 @@ def executor(
     config = ExecutorConfig(
         worker_id=worker, batch_size_max=50, lease_ms=30_000, concurrency=4, policy=policy
     )
-    return OperationExecutor(svc.pool, psp, svc.ctx, config)
+    return OperationExecutor(svc.transaction, psp, svc.ctx, config)
 
 
 def drive(ex: OperationExecutor, until: Callable[[], bool], rounds_max: int = 200) -> None:
@@ -167,10 +165,9 @@ def test_worker_that_died_mid_call(svc: Service) -> None:
     PSP, the lookup finds it (no second call); if not, the same call is sent again."""
     psp = MemoryPsp()
     reached, lost = create(svc), create(svc)
-    with svc.pool.connection() as conn, conn.transaction():
-        claimed = ops_sql.claim_due(conn, "dead-worker", 10, 30_000)
-        for op_id, _ in claimed:
-            ops_sql.start_call(conn, op_id, "dead-worker")
+    with svc.transaction() as store:
+        for op in store.claim_due("dead-worker", 10, 30_000):
+            store.start_call(op.operation_id, "dead-worker")
     reached_op = svc.state(reached).operations[0]
     psp.execute(ex_call(svc, reached, reached_op.operation_id))
     svc.query("UPDATE payment_operations SET claimed_until = now() - interval '1 second' RETURNING 1")
@@ -292,8 +289,9 @@ def test_old_idempotency_keys_are_pruned_in_bounded_batches(svc: Service) -> Non
     svc.query("UPDATE idempotency_keys SET created_at = now() - interval '40 days' RETURNING 1")
     create(svc)
     create(svc)
-    with svc.pool.connection() as conn:
-        assert repo.prune_idempotency_keys(conn, 30 * 24 * 3600, 10) == 1
-        assert repo.prune_idempotency_keys(conn, 30 * 24 * 3600, 10) == 0
+    with svc.transaction() as store:
+        assert store.prune_idempotency_keys(30 * 24 * 3600, 10) == 1
+    with svc.transaction() as store:
+        assert store.prune_idempotency_keys(30 * 24 * 3600, 10) == 0
     assert svc.scalar("SELECT count(*) FROM idempotency_keys") == 2
     assert svc.state(payment_id).payment.status == PaymentStatus.CREATED

@@ -33,6 +33,25 @@ def test_missing_settings_refuse_to_start(command: str, needed: list[str]) -> No
         assert name in done.stderr
 
 
+def test_the_consumer_refuses_a_bad_topic_naming_the_variable() -> None:
+    """The consumer's topics come from its typed settings too: a topic name Kafka would refuse stops
+    it at start (exit 2) naming the variable, with every other missing one."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PAYMENT_STATE", "CONSUMER"))
+    }
+    env["PAYMENT_STATE_COMMANDS_TOPIC"] = "payments commands"
+    done = subprocess.run(
+        [sys.executable, "-m", "payment_state", "consume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "PAYMENT_STATE_COMMANDS_TOPIC" in done.stderr and "DATABASE_URL" in done.stderr
+
+
 def test_bad_token_setting_never_prints_the_token(service: Service) -> None:
     """A malformed token list stops the API naming the variable, without the token's text."""
     env = {**os.environ, **service.env(PAYMENT_STATE_API_TOKENS="tiny-secret=merchant")}

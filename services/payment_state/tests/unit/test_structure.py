@@ -1,4 +1,5 @@
-"""Structure rules: the domain is pure, and settings fail fast without printing secrets."""
+"""Structure rules: the domain is pure, the application reaches adapters only through its ports,
+and settings fail fast without printing secrets."""
 
 from __future__ import annotations
 
@@ -7,9 +8,17 @@ from pathlib import Path
 
 import pytest
 from backbone.settings import Secret, SettingsError, load_settings
-from payment_state.settings import ApiSettings, ExecutorSettings, parse_api_tokens
+from payment_state.settings import (
+    DEFAULT_COMMANDS_TOPIC,
+    DEFAULT_PROVIDER_EVENTS_TOPIC,
+    ApiSettings,
+    ExecutorSettings,
+    InboundSettings,
+    parse_api_tokens,
+)
 
 DOMAIN = Path(__file__).resolve().parents[2] / "src" / "payment_state" / "domain"
+APPLICATION = DOMAIN.parent / "application"
 ALLOWED = {"__future__", "dataclasses", "enum", "typing", "hashlib", "json", "re", "collections"}
 ALLOWED_PREFIXES = ("payment_state.domain", "backbone.invariants", "backbone.money", "backbone.carddata")
 
@@ -29,6 +38,14 @@ def test_domain_imports_nothing_impure(path: Path) -> None:
     """domain/ uses the standard library's pure parts and the backbone's pure core only: no I/O,
     no clock, no randomness, no adapters."""
     bad = {m for m in imports(path) if m.split(".")[0] not in ALLOWED and not m.startswith(ALLOWED_PREFIXES)}
+    assert not bad, f"{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("path", sorted(APPLICATION.glob("*.py")), ids=lambda p: p.name)
+def test_application_imports_no_adapter_and_no_driver(path: Path) -> None:
+    """application/ calls its ports (``application/ports.py``) and the domain: no module of
+    ``payment_state.adapters`` and no psycopg (wiring happens in bootstrap.py and entrypoints/)."""
+    bad = {m for m in imports(path) if m.startswith("payment_state.adapters") or m.split(".")[0] == "psycopg"}
     assert not bad, f"{path.name} imports {bad}"
 
 
@@ -52,6 +69,25 @@ def test_missing_settings_are_named() -> None:
     executor = load_settings(ExecutorSettings, {"DATABASE_URL": "postgresql://u:secretpw@h/db"})
     assert "secretpw" not in repr(executor)
     assert executor.policy().idempotency_window_ms == 23 * 3600 * 1000
+
+
+def test_the_consumer_takes_its_name_and_topics_from_its_typed_settings() -> None:
+    """CONSUMER_NAME and CONSUMER_TOPICS default to the service's (the topics named by
+    PAYMENT_STATE_COMMANDS_TOPIC and PAYMENT_STATE_PROVIDER_EVENTS_TOPIC); both can be set; a topic
+    name Kafka would refuse is refused at start, naming its variable."""
+    env = {"DATABASE_URL": "postgresql://u:pw@h/db", "KAFKA_BOOTSTRAP_SERVERS": "k:1"}
+    defaults = load_settings(InboundSettings, env)
+    assert defaults.consumer_name == "payment-state-inbound"
+    assert defaults.topics == (DEFAULT_COMMANDS_TOPIC, DEFAULT_PROVIDER_EVENTS_TOPIC)
+    named = {**env, "PAYMENT_STATE_COMMANDS_TOPIC": "c1", "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC": "p1"}
+    assert load_settings(InboundSettings, named).topics == ("c1", "p1")
+    given = load_settings(InboundSettings, {**named, "CONSUMER_TOPICS": "a,b", "CONSUMER_NAME": "n"})
+    assert (given.consumer_name, given.topics) == ("n", ("a", "b"))
+    with pytest.raises(SettingsError) as failure:
+        load_settings(InboundSettings, {**env, "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC": "no spaces"})
+    assert "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC" in str(failure.value)
+    with pytest.raises(SettingsError, match="PAYMENT_STATE_EVENTS_TOPIC"):
+        load_settings(ExecutorSettings, {**env, "PAYMENT_STATE_EVENTS_TOPIC": "x" * 250})
 
 
 def test_openapi_documents_every_route_and_error_code() -> None:

@@ -1,19 +1,18 @@
 """The consumer process: money facts from payments.events become credit/debit rows (or cases).
 
 Runs on backbone's idempotent consumer: dedup row + new row + case commit in one transaction,
-offsets after. ``CONSUMER_TOPICS`` defaults to payments.events for this service.
+offsets after. ``CONSUMER_NAME`` defaults to ``mt5_credit`` and ``CONSUMER_TOPICS`` to
+payments.events for this service (``settings.ConsumeSettings``).
 """
 
 from __future__ import annotations
-
-import os
 
 from backbone.avro import AvroCodec
 from backbone.consumer.dlq import ReplayContext, dlq_main
 from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler, per_event
 from backbone.consumer.settings import ConsumerSettings
-from backbone.kafka.topics import TopicCatalogue, topic_name
+from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox.writer import OutboxWriter
 from backbone.settings import load_settings_or_exit
 
@@ -30,16 +29,12 @@ def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCat
 
 
 def main() -> None:
-    os.environ.setdefault("CONSUMER_NAME", bootstrap.SERVICE_NAME)
-    os.environ.setdefault("CONSUMER_TOPICS", topic_name("payments.events"))
     run_consumer_from_env(build, ConsumeSettings)
 
 
 def dlq(argv: list[str]) -> int:
     """``python -m mt5_credit dlq list|replay|discard``: the consumer's dead letters, replayed through
     the consumer's own handler."""
-    os.environ.setdefault("CONSUMER_NAME", bootstrap.SERVICE_NAME)
-    os.environ.setdefault("CONSUMER_TOPICS", topic_name("payments.events"))
     settings = load_settings_or_exit(ConsumeSettings)
 
     def context() -> ReplayContext:

@@ -8,24 +8,20 @@ Per claimed operation (``domain.recovery`` decides, this module does):
 - UNKNOWN or waiting on someone (3-D Secure, a pending refund): look it up (lookups never move
   money); only if the provider proves it has no outcome, and only while it still remembers the
   idempotency key, is the *same* call sent again. Never a new operation, never another provider.
-Every provider call runs outside a database transaction; every state change is one transaction.
+Every provider call runs outside a database transaction; every state change is one transaction
+(``Transactions``: a store bound to a new transaction per step).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Protocol, assert_never
+from typing import assert_never
 
-import psycopg
 from backbone.invariants import invariant
 from backbone.logs import get_logger
 from backbone.postgres import is_infrastructure_error
 
-from payment_state.adapters import operations as ops_sql
-from payment_state.adapters import repository as repo
 from payment_state.application import metrics
 from payment_state.application.context import Context
 from payment_state.application.ports import (
@@ -39,10 +35,12 @@ from payment_state.application.ports import (
     Found,
     Lookup,
     NoAnswer,
+    PaymentStore,
     ProviderCall,
     Psp,
     RefundCall,
     Refused,
+    Transactions,
 )
 from payment_state.application.provider_facts import apply_provider_fact, open_case
 from payment_state.domain.facts import IntentFact
@@ -64,12 +62,6 @@ from payment_state.domain.recovery import (
 )
 
 log = get_logger(__name__)
-
-
-class ConnectionSource(Protocol):
-    """A psycopg_pool.ConnectionPool, or anything lending connections the same way."""
-
-    def connection(self, timeout: float | None = None) -> AbstractContextManager[psycopg.Connection]: ...
 
 
 @dataclass(frozen=True)
@@ -112,8 +104,8 @@ def build_call(state: PaymentState, op: Operation) -> ProviderCall:
 class OperationExecutor:
     """Claims due operations in batches and processes them on a bounded thread pool."""
 
-    def __init__(self, pool: ConnectionSource, psp: Psp, ctx: Context, config: ExecutorConfig) -> None:
-        self._pool = pool
+    def __init__(self, transaction: Transactions, psp: Psp, ctx: Context, config: ExecutorConfig) -> None:
+        self._transaction = transaction
         self._psp = psp
         self._ctx = ctx
         self._c = config
@@ -124,24 +116,24 @@ class OperationExecutor:
 
     def run_once(self) -> int:
         """Claim one batch and process it; returns how many operations were claimed."""
-        with self._tx() as conn:
-            claimed = ops_sql.claim_due(conn, self._c.worker_id, self._c.batch_size_max, self._c.lease_ms)
+        with self._transaction() as store:
+            claimed = store.claim_due(self._c.worker_id, self._c.batch_size_max, self._c.lease_ms)
         if claimed:
             for _ in self._threads.map(self._process_safely, claimed):
                 pass
         return len(claimed)
 
     def refresh_metrics(self) -> None:
-        with self._tx() as conn:
-            pending, unknown, oldest_unknown_seconds = ops_sql.open_operation_stats(conn)
-        metrics.OPEN_OPERATIONS.labels("PENDING").set(pending)
-        metrics.OPEN_OPERATIONS.labels("UNKNOWN").set(unknown)
-        metrics.OLDEST_UNKNOWN_SECONDS.set(oldest_unknown_seconds)
+        with self._transaction() as store:
+            open_operations = store.open_operations()
+        metrics.OPEN_OPERATIONS.labels("PENDING").set(open_operations.pending)
+        metrics.OPEN_OPERATIONS.labels("UNKNOWN").set(open_operations.unknown)
+        metrics.OLDEST_UNKNOWN_SECONDS.set(open_operations.oldest_unknown_s)
 
     # -- one operation ---------------------------------------------------------------------------
 
-    def _process_safely(self, claimed: tuple[str, str]) -> None:
-        operation_id, payment_id = claimed
+    def _process_safely(self, claimed: Operation) -> None:
+        operation_id, payment_id = claimed.operation_id, claimed.payment_id
         try:
             self.process(operation_id, payment_id)
         except Exception as exc:
@@ -160,8 +152,8 @@ class OperationExecutor:
                 self._call(state, op)
             case LookupStep(lost_call=lost_call):
                 if lost_call:
-                    with self._tx() as conn:
-                        ops_sql.mark_unknown(conn, operation_id, "worker_lost_during_call")
+                    with self._transaction() as store:
+                        store.mark_unknown(operation_id, "worker_lost_during_call")
                     log.warning("executor.lost_call", operation_id=operation_id, payment_id=payment_id)
                     state, op = self._load(payment_id, operation_id)
                 self._lookup(state, op)
@@ -170,51 +162,51 @@ class OperationExecutor:
 
     def _call(self, state: PaymentState, op: Operation) -> None:
         call = build_call(state, op)
-        with self._tx() as conn:
-            if not ops_sql.start_call(conn, op.operation_id, self._c.worker_id):
+        with self._transaction() as store:
+            if not store.start_call(op.operation_id, self._c.worker_id):
                 return  # the claim expired and someone else has the operation now
         result = self._psp.execute(call)
         metrics.PROVIDER_CALLS.labels(f"call_{op.operation_type}", type(result).__name__).inc()
         self._record_call_result(state.payment.payment_id, op, result)
 
     def _record_call_result(self, payment_id: str, op: Operation, result: CallResult) -> None:
-        with self._tx() as conn:
+        with self._transaction() as store:
             match result:
                 case Applied(fact=fact) | Refused(fact=fact):
                     apply_provider_fact(
-                        conn,
+                        store,
                         self._ctx,
                         fact,
                         source="response",
                         operation_id=op.operation_id,
                         payment_id=payment_id,
                     )
-                    delay_ms = self._delay_after_answer(conn, payment_id, op.operation_id)
+                    delay_ms = self._delay_after_answer(store, payment_id, op.operation_id)
                 case NoAnswer(reason=reason):
-                    ops_sql.mark_unknown(conn, op.operation_id, reason)
+                    store.mark_unknown(op.operation_id, reason)
                     log.warning("executor.outcome_unknown", operation_id=op.operation_id, reason=reason)
-                    delay_ms = self._reschedule_unknown(conn, payment_id, op.operation_id)
+                    delay_ms = self._reschedule_unknown(store, payment_id, op.operation_id)
                 case _:
                     assert_never(result)
-            ops_sql.release(conn, op.operation_id, self._c.worker_id, delay_ms)
+            store.release(op.operation_id, self._c.worker_id, delay_ms)
 
     def _lookup(self, state: PaymentState, op: Operation) -> None:
-        with self._tx() as conn:
-            if not ops_sql.count_lookup(conn, op.operation_id, self._c.worker_id):
+        with self._transaction() as store:
+            if not store.count_lookup(op.operation_id, self._c.worker_id):
                 return
         lookup = self._find(state, op)
         metrics.PROVIDER_CALLS.labels(f"lookup_{op.operation_type}", type(lookup).__name__).inc()
         payment_id = state.payment.payment_id
-        with self._tx() as conn:
-            answer = self._apply_lookup(conn, payment_id, op, lookup)
+        with self._transaction() as store:
+            answer = self._apply_lookup(store, payment_id, op, lookup)
             if answer is None:
-                ops_sql.release(conn, op.operation_id, self._c.worker_id, 0)
+                store.release(op.operation_id, self._c.worker_id, 0)
                 return
-            current = self._operation(conn, payment_id, op.operation_id)
+            current = self._operation(store, payment_id, op.operation_id)
             decision = after_lookup(current, answer, self._ctx.now_ms(), self._c.policy)
             if isinstance(decision, Reschedule):
-                self._open_case(conn, payment_id, current, decision)
-                ops_sql.release(conn, op.operation_id, self._c.worker_id, decision.delay_ms)
+                self._open_case(store, payment_id, current, decision)
+                store.release(op.operation_id, self._c.worker_id, decision.delay_ms)
                 return
         invariant(isinstance(decision, Resend), "after_lookup returns Resend or Reschedule")
         log.info("executor.resend_same_key", operation_id=op.operation_id, answer=answer)
@@ -227,20 +219,20 @@ class OperationExecutor:
         return self._psp.find_payment(state.payment.payment_id, state.payment.provider_payment_id)
 
     def _apply_lookup(
-        self, conn: psycopg.Connection, payment_id: str, op: Operation, lookup: Lookup
+        self, store: PaymentStore, payment_id: str, op: Operation, lookup: Lookup
     ) -> LookupAnswer | None:
         """Apply what a lookup found; None when the operation is resolved now."""
         match lookup:
             case Found(fact=fact):
                 apply_provider_fact(
-                    conn,
+                    store,
                     self._ctx,
                     fact,
                     source="lookup",
                     operation_id=op.operation_id,
                     payment_id=payment_id,
                 )
-                current = self._operation(conn, payment_id, op.operation_id)
+                current = self._operation(store, payment_id, op.operation_id)
                 if current.is_terminal:
                     return None
                 not_done = isinstance(fact, IntentFact) and intent_shows_not_done(current, fact)
@@ -256,27 +248,25 @@ class OperationExecutor:
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _delay_after_answer(self, conn: psycopg.Connection, payment_id: str, operation_id: str) -> int:
-        current = self._operation(conn, payment_id, operation_id)
+    def _delay_after_answer(self, store: PaymentStore, payment_id: str, operation_id: str) -> int:
+        current = self._operation(store, payment_id, operation_id)
         return 0 if current.is_terminal else self._c.policy.recheck_interval_ms
 
-    def _reschedule_unknown(self, conn: psycopg.Connection, payment_id: str, operation_id: str) -> int:
-        current = self._operation(conn, payment_id, operation_id)
+    def _reschedule_unknown(self, store: PaymentStore, payment_id: str, operation_id: str) -> int:
+        current = self._operation(store, payment_id, operation_id)
         decision = after_unknown_call(current, self._c.policy)
-        self._open_case(conn, payment_id, current, decision)
+        self._open_case(store, payment_id, current, decision)
         return decision.delay_ms
 
-    def _open_case(
-        self, conn: psycopg.Connection, payment_id: str, op: Operation, decision: Reschedule
-    ) -> None:
+    def _open_case(self, store: PaymentStore, payment_id: str, op: Operation, decision: Reschedule) -> None:
         if decision.case is None:
             return
         why = op.unknown_reason or "no answer"
         detail = f"{op.operation_type} {op.status} after {op.attempts} attempts ({why})"
-        open_case(conn, payment_id, op.operation_id, decision.case, detail)
+        open_case(store, payment_id, op.operation_id, decision.case, detail)
 
-    def _operation(self, conn: psycopg.Connection, payment_id: str, operation_id: str) -> Operation:
-        state = repo.load_state(conn, payment_id)
+    def _operation(self, store: PaymentStore, payment_id: str, operation_id: str) -> Operation:
+        state = store.load_state(payment_id)
         assert state is not None
         op = state.operation(operation_id)
         invariant(op is not None, f"operation {operation_id} vanished")
@@ -284,8 +274,8 @@ class OperationExecutor:
         return op
 
     def _load(self, payment_id: str, operation_id: str) -> tuple[PaymentState, Operation]:
-        with self._tx() as conn:
-            state = repo.load_state(conn, payment_id)
+        with self._transaction() as store:
+            state = store.load_state(payment_id)
         invariant(state is not None, f"claimed operation of a missing payment {payment_id}")
         assert state is not None
         op = state.operation(operation_id)
@@ -294,10 +284,5 @@ class OperationExecutor:
         return state, op
 
     def _release(self, operation_id: str, delay_ms: int) -> None:
-        with self._tx() as conn:
-            ops_sql.release(conn, operation_id, self._c.worker_id, delay_ms)
-
-    @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection]:
-        with self._pool.connection() as conn, conn.transaction():
-            yield conn
+        with self._transaction() as store:
+            store.release(operation_id, self._c.worker_id, delay_ms)

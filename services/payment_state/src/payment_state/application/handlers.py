@@ -1,7 +1,8 @@
 """The request handlers shared by the HTTP API and the commands topic: idempotency, decide, save.
 
-Each handler runs inside the caller's open transaction (one per HTTP request, the batch's for a
-command), so the idempotency key, the payment and its new operation commit together or not at all.
+Each handler works on a store bound to the caller's open transaction (one per HTTP request, the
+batch's for a command), so the idempotency key, the payment and its new operation commit together
+or not at all.
 Idempotency rules (unique ``(merchant, operation type, key)``):
 - a new key: execute, store the response with the key;
 - the same key and the same normalized request: replay the stored response (errors included);
@@ -16,11 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, assert_never
 
-import psycopg
 from backbone.logs import get_logger
 
-from payment_state.adapters import repository as repo
 from payment_state.application.context import Context
+from payment_state.application.ports import Created, PaymentIdTaken, PaymentStore
 from payment_state.application.views import error_body, operation_view, payment_view
 from payment_state.domain.commands import (
     CancelRequest,
@@ -29,6 +29,7 @@ from payment_state.domain.commands import (
     PaymentRequest,
     RefundRequest,
     Rejection,
+    StoredResponse,
     decide_cancel,
     decide_capture,
     decide_create,
@@ -58,30 +59,24 @@ def rejection_reply(rejection: Rejection) -> Reply:
 
 
 def handle(
-    conn: psycopg.Connection, ctx: Context, merchant_id: str, idempotency_key: str, request: PaymentRequest
+    store: PaymentStore, ctx: Context, merchant_id: str, idempotency_key: str, request: PaymentRequest
 ) -> Reply:
-    """Run ``request`` for ``merchant_id`` under ``idempotency_key`` in the caller's transaction."""
+    """Run ``request`` for ``merchant_id`` under ``idempotency_key`` in the store's transaction."""
     if isinstance(request, CreatePaymentRequest):
-        return _create(conn, ctx, merchant_id, idempotency_key, request)
+        return _create(store, ctx, merchant_id, idempotency_key, request)
     kind, digest = request_kind(request), request_digest(request)
-    stored = repo.claim_idempotency_key(conn, merchant_id, kind, idempotency_key, digest, request.payment_id)
+    stored = store.claim_idempotency_key(merchant_id, kind, idempotency_key, digest, request.payment_id)
     if stored is not None:
         return _replay(stored, digest)
-    reply = _operate(conn, ctx, merchant_id, request)
+    reply = _operate(store, ctx, merchant_id, request)
     if reply.status == 404:
-        conn.execute(
-            "DELETE FROM idempotency_keys"
-            " WHERE merchant_id = %s AND operation_type = %s AND idempotency_key = %s",
-            (merchant_id, kind, idempotency_key),
-        )
+        store.forget_idempotency_key(merchant_id, kind, idempotency_key)
         return reply
-    repo.store_response(
-        conn, merchant_id, kind, idempotency_key, request.payment_id, reply.status, reply.body
-    )
+    store.store_response(merchant_id, kind, idempotency_key, request.payment_id, reply.status, reply.body)
     return reply
 
 
-def _replay(stored: repo.StoredResponse, digest: str) -> Reply:
+def _replay(stored: StoredResponse, digest: str) -> Reply:
     if stored.request_digest != digest:
         return rejection_reply(
             Rejection(422, "idempotency_key_reused", "this Idempotency-Key was used for a different request")
@@ -91,7 +86,7 @@ def _replay(stored: repo.StoredResponse, digest: str) -> Reply:
 
 
 def _create(
-    conn: psycopg.Connection, ctx: Context, merchant_id: str, key: str, request: CreatePaymentRequest
+    store: PaymentStore, ctx: Context, merchant_id: str, key: str, request: CreatePaymentRequest
 ) -> Reply:
     """Decide (pure), then claim the key and insert payment + operation + answer in one statement."""
     payment_id = request.payment_id or ctx.new_id("pay")
@@ -105,15 +100,15 @@ def _create(
     )
     digest = request_digest(request)
     reply = Reply(201, {"payment": payment_view(state)})
-    outcome = repo.create_with_key(conn, key, digest, state, reply.status, reply.body)
+    outcome = store.create_with_key(key, digest, state, reply.status, reply.body)
     match outcome:
-        case repo.Created():
+        case Created():
             return reply
-        case repo.PaymentIdTaken():
+        case PaymentIdTaken():
             taken = rejection_reply(Rejection(409, "payment_id_taken", "a payment with this id exists"))
-            repo.store_response(conn, merchant_id, "create", key, None, taken.status, taken.body)
+            store.store_response(merchant_id, "create", key, None, taken.status, taken.body)
             return taken
-        case repo.StoredResponse():
+        case StoredResponse():
             return _replay(outcome, digest)
         case _:
             assert_never(outcome)
@@ -133,19 +128,19 @@ def _decide(
 
 
 def _operate(
-    conn: psycopg.Connection,
+    store: PaymentStore,
     ctx: Context,
     merchant_id: str,
     request: CaptureRequest | CancelRequest | RefundRequest,
 ) -> Reply:
     for _ in range(DECIDE_ROUNDS_MAX):
-        state = repo.load_state(conn, request.payment_id, merchant_id=merchant_id)
+        state = store.load_state(request.payment_id, merchant_id=merchant_id)
         if state is None:
             return rejection_reply(Rejection(404, "payment_not_found", "no such payment"))
         decision = _decide(ctx, state, request)
         if isinstance(decision, Rejection):
             return rejection_reply(decision)
-        if repo.save(conn, state, decision):
+        if store.save(state, decision):
             new_op = decision.operations[-1]
             return Reply(202, {"payment": payment_view(decision), "operation": operation_view(new_op)})
         log.info("decision.lost_version_race", payment_id=request.payment_id, version=state.payment.version)

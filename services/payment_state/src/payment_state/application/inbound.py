@@ -13,18 +13,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
 from backbone.consumer.messages import BatchHandler, InboundEvent, Refuse, UnitOfWork
 from backbone.logs import get_logger
 
-from payment_state.adapters import repository as repo
 from payment_state.application import metrics
 from payment_state.application.context import Context
 from payment_state.application.handlers import handle
-from payment_state.application.ports import Ignored, WebhookParser
+from payment_state.application.ports import Ignored, PaymentStore, WebhookParser
 from payment_state.application.provider_facts import apply_provider_fact
 from payment_state.domain.commands import PaymentRequest, Rejection
 from payment_state.domain.validation import (
@@ -44,13 +43,19 @@ class UnusableWebhook(Refuse):
     """A provider event payment-state cannot act on safely (dead-lettered at once)."""
 
 
-def make_handler(ctx: Context, parsers: Mapping[str, WebhookParser]) -> BatchHandler:
+def make_handler(
+    ctx: Context, parsers: Mapping[str, WebhookParser], store_for: Callable[[UnitOfWork], PaymentStore]
+) -> BatchHandler:
+    """The batch handler; ``store_for`` opens the store on the batch's unit of work (its connection
+    and outbox: the batch's transaction)."""
+
     def handle_batch(uow: UnitOfWork, events: Sequence[InboundEvent]) -> None:
+        store = store_for(uow)
         for event in events:
             if event.event_type == "ProviderEventReceived":
-                _provider_event(uow, ctx, parsers, event)
+                _provider_event(store, ctx, parsers, event)
             elif event.event_type in COMMAND_TYPES:
-                _command(uow, ctx, event)
+                _command(store, ctx, event)
             else:
                 raise ValueError(f"payment-state does not handle {event.event_type}")
 
@@ -58,7 +63,7 @@ def make_handler(ctx: Context, parsers: Mapping[str, WebhookParser]) -> BatchHan
 
 
 def _provider_event(
-    uow: UnitOfWork, ctx: Context, parsers: Mapping[str, WebhookParser], event: InboundEvent
+    store: PaymentStore, ctx: Context, parsers: Mapping[str, WebhookParser], event: InboundEvent
 ) -> None:
     body = event.event.body
     if body["signature_verified"] is not True:
@@ -72,14 +77,14 @@ def _provider_event(
         raise UnusableWebhook(str(exc), event.event_id) from exc
     provider_event_id = str(body["provider_event_id"])
     if isinstance(fact, Ignored):
-        repo.record_fact(
-            uow.conn, provider=provider, provider_event_id=provider_event_id, source="webhook",
+        store.record_fact(
+            provider=provider, provider_event_id=provider_event_id, source="webhook",
             fact_type=fact.provider_event_type[:100], payment_id=None, operation_id=None, outcome="ignored",
             causation_id=event.event_id,
         )  # fmt: skip
         return
     outcome = apply_provider_fact(
-        uow.conn,
+        store,
         ctx,
         fact,
         source="webhook",
@@ -115,14 +120,14 @@ def _command_request(event: InboundEvent) -> PaymentRequest | Rejection:
             return parse_refund(payment_id, fields)
 
 
-def _command(uow: UnitOfWork, ctx: Context, event: InboundEvent) -> None:
+def _command(store: PaymentStore, ctx: Context, event: InboundEvent) -> None:
     body = event.event.body
     merchant_id, key = str(body["merchant_id"]), str(body["idempotency_key"])
     request = check_idempotency_key(key) or _command_request(event)
     if isinstance(request, Rejection):
         metrics.COMMANDS.labels(event.event_type, str(request.http_status)).inc()
         raise Refuse(f"{request.code}: {request.message}", event.event_id)
-    reply = handle(uow.conn, ctx, merchant_id, key, request)
+    reply = handle(store, ctx, merchant_id, key, request)
     metrics.COMMANDS.labels(event.event_type, str(reply.status)).inc()
     error = reply.body.get("error")
     log.info(

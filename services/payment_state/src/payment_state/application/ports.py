@@ -1,4 +1,7 @@
-"""The provider port: what payment-state needs from a PSP, as closed result types.
+"""The ports payment-state's application needs, as Protocols with closed result types: the
+provider (``Psp``), the webhook parsers, and the store of its records (``PaymentStore``).
+
+The provider port is what payment-state needs from a PSP.
 
 An adapter (``adapters/simpsp.py`` for the simulator's Stripe-like API, ``adapters/memory_psp.py``
 for unit tests) turns the provider's answers into our facts. Contract:
@@ -14,10 +17,15 @@ for unit tests) turns the provider's answers into our facts. Contract:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from payment_state.domain.commands import StoredResponse
+from payment_state.domain.events import OutEvent
 from payment_state.domain.facts import CallRefused, DisputeFact, IntentFact, RefundFact
+from payment_state.domain.model import Operation, PaymentState
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,3 +137,180 @@ class WebhookParser(Protocol):
     does not follow the provider's contract (the consumer dead-letters it)."""
 
     def __call__(self, raw_body: bytes) -> WebhookFact: ...
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """The create key was new: the payment, its authorize operation and the answer are stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class PaymentIdTaken:
+    """The key is new but the (caller-minted) payment id exists: nothing else was created; the key
+    holds the create's answer until the caller stores its own (``store_response``)."""
+
+
+CreateOutcome = Created | PaymentIdTaken | StoredResponse
+
+
+@dataclass(frozen=True, slots=True)
+class OpenOperations:
+    """What the executor's metrics show: open operations by status, and how long the oldest UNKNOWN
+    one has waited."""
+
+    pending: int
+    unknown: int
+    oldest_unknown_s: float
+
+
+class PaymentStore(Protocol):
+    """payment-state's records: payments and their operations, idempotency keys, provider facts,
+    chargebacks, cases, and the outbox of the events about them. Implemented on PostgreSQL
+    (``adapters.postgres_store``) and in memory (``adapters.memory_store``); one contract suite
+    (``tests/integration/test_store_contract.py``) runs against both.
+
+    A store is bound to one open transaction (the HTTP request's, the consumer batch's, one
+    executor step's): everything written through it, events included, commits together or not at
+    all. Writers keep these rules:
+    - a payment is saved only if it is still at the version the decision read (``save``); a lost
+      race is False and the caller decides again on fresh state, never a blind overwrite;
+    - a refund reserves its capacity in the same conditional write;
+    - the executor's bookkeeping (claims, calls in flight, attempts, next attempt) is separate from
+      the domain's fields, and acts only while the caller holds the claim (``claimed_by``).
+    Times are the store's own clock (the database's ``now()``: the transaction's start).
+    """
+
+    # payments and operations
+    def load_state(
+        self, payment_id: str, *, merchant_id: str | None = None, for_update: bool = False
+    ) -> PaymentState | None:
+        """The payment and its operations (oldest first); ``merchant_id`` scopes the read (another
+        merchant's payment does not exist for the caller); ``for_update`` locks the payment."""
+        ...
+
+    def create_with_key(
+        self, key: str, digest: str, state: PaymentState, status: int, body: dict[str, Any]
+    ) -> CreateOutcome:
+        """Claim the create key, insert the payment and its authorize operation, store the answer;
+        a key that exists is left alone and what it recorded returned."""
+        ...
+
+    def save(self, before: PaymentState, after: PaymentState) -> bool:
+        """Write ``after`` if the payment is still at ``before``'s version (and, for a refund, the
+        capacity it reserves is still there); False if someone else won."""
+        ...
+
+    # locating the payment a provider fact is about
+    def payment_id_by_provider_payment(self, provider: str, provider_payment_id: str) -> str | None: ...
+    def payment_id_if_exists(self, payment_id: str) -> str | None: ...
+    def payment_id_by_operation(self, operation_id: str) -> str | None: ...
+    def payment_id_by_refund(self, provider: str, provider_refund_id: str) -> str | None: ...
+
+    # idempotency keys
+    def claim_idempotency_key(
+        self, merchant_id: str, kind: str, key: str, digest: str, payment_id: str | None
+    ) -> StoredResponse | None:
+        """Insert the key; None if it is new (the caller executes), else what it recorded before. A
+        concurrent transaction holding the same key makes this wait until it ends."""
+        ...
+
+    def store_response(
+        self,
+        merchant_id: str,
+        kind: str,
+        key: str,
+        payment_id: str | None,
+        status: int,
+        body: dict[str, Any],
+    ) -> None:
+        """Record the answer under a key claimed in this transaction."""
+        ...
+
+    def forget_idempotency_key(self, merchant_id: str, kind: str, key: str) -> None:
+        """Drop a key claimed in this transaction (a request for a payment the caller cannot see
+        leaves no key behind)."""
+        ...
+
+    def prune_idempotency_keys(self, retention_s: int, batch_max: int) -> int:
+        """Forget keys older than the retention, at most ``batch_max``; returns how many."""
+        ...
+
+    # audit, chargebacks, cases
+    def record_fact(
+        self,
+        *,
+        provider: str,
+        provider_event_id: str | None,
+        source: str,
+        fact_type: str,
+        payment_id: str | None,
+        operation_id: str | None,
+        outcome: str,
+        detail: str | None = None,
+        causation_id: str | None = None,
+    ) -> bool:
+        """Keep one provider fact for audit; False if this webhook (provider event id) was kept before."""
+        ...
+
+    def webhook_seen(self, provider: str, provider_event_id: str) -> bool: ...
+
+    def insert_chargeback(
+        self,
+        *,
+        chargeback_id: str,
+        payment_id: str,
+        provider: str,
+        provider_dispute_id: str,
+        amount_minor: int,
+        currency: str,
+        reason: str | None,
+    ) -> bool:
+        """One chargeback per provider dispute; False if this dispute is recorded already."""
+        ...
+
+    def open_case(self, payment_id: str, operation_id: str | None, kind: str, detail: str) -> bool:
+        """Open a case for a person, once per (payment, operation, kind); True if it is new."""
+        ...
+
+    # the executor's bookkeeping
+    def claim_due(self, worker: str, limit: int, lease_ms: int) -> list[Operation]:
+        """Up to ``limit`` open operations whose next attempt is due and whose claim is free or
+        expired, earliest due first, claimed by ``worker`` for ``lease_ms``. Two claimers never
+        take the same operation while its lease runs."""
+        ...
+
+    def start_call(self, operation_id: str, worker: str) -> bool:
+        """Mark the call as in flight and count it (commit before calling); False if the claim was
+        lost."""
+        ...
+
+    def count_lookup(self, operation_id: str, worker: str) -> bool:
+        """Count a lookup; False if the claim was lost."""
+        ...
+
+    def mark_unknown(self, operation_id: str, reason: str) -> None:
+        """The outcome of a call is not known: UNKNOWN (only an open operation changes)."""
+        ...
+
+    def release(self, operation_id: str, worker: str, delay_ms: int) -> None:
+        """End this attempt (while the claim is ours): clear the call marker and the claim,
+        schedule the next attempt ``delay_ms`` from now."""
+        ...
+
+    def open_operations(self) -> OpenOperations: ...
+
+    # events
+    def publish(self, payment_id: str, out: Sequence[OutEvent], causation_id: str | None = None) -> None:
+        """Append events about ``payment_id`` to the outbox in this transaction (the relay publishes
+        them after commit)."""
+        ...
+
+
+class Transactions(Protocol):
+    """Opens a new transaction and a store bound to it: committed when the block ends, rolled back
+    when it raises (the executor's steps, the API's requests)."""
+
+    def __call__(self) -> AbstractContextManager[PaymentStore]: ...

@@ -1,6 +1,6 @@
 """Applying a provider fact (call answer, webhook, lookup) to our records: the one entry point.
 
-In the caller's transaction: locate the payment, lock its row, run the domain's ``apply_fact``,
+In the store's transaction: locate the payment, lock its row, run the domain's ``apply_fact``,
 save the new state and write its events to the outbox, and keep the fact for audit whatever it
 did (applied, stale, duplicate, pending, conflict, unmatched). The row lock serializes a webhook
 and a call answer for the same payment, so the second one sees the first one's result and changes
@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, assert_never
 
-import psycopg
 from backbone.invariants import invariant
 from backbone.logs import get_logger
 
-from payment_state.adapters import repository as repo
 from payment_state.application import metrics
 from payment_state.application.context import Context
+from payment_state.application.ports import PaymentStore
 from payment_state.domain.apply import Applied, Conflict, Unchanged, apply_fact, chargeback
 from payment_state.domain.facts import (
     CallRefused,
@@ -42,30 +41,30 @@ class FactOutcome:
     detail: str | None = None
 
 
-def locate(conn: psycopg.Connection, provider: str, fact: ProviderFact) -> str | None:
+def locate(store: PaymentStore, provider: str, fact: ProviderFact) -> str | None:
     """Our payment id for a fact, by the provider's ids first, then by the reference we gave it."""
     match fact:
         case IntentFact():
-            found = repo.payment_id_by_provider_payment(conn, provider, fact.provider_payment_id)
+            found = store.payment_id_by_provider_payment(provider, fact.provider_payment_id)
             if found is None and fact.our_reference is not None:
-                found = repo.payment_id_if_exists(conn, fact.our_reference)
+                found = store.payment_id_if_exists(fact.our_reference)
             return found
         case RefundFact():
-            found = repo.payment_id_by_operation(conn, fact.our_reference) if fact.our_reference else None
-            found = found or repo.payment_id_by_refund(conn, provider, fact.provider_refund_id)
+            found = store.payment_id_by_operation(fact.our_reference) if fact.our_reference else None
+            found = found or store.payment_id_by_refund(provider, fact.provider_refund_id)
             if found is None and fact.provider_payment_id is not None:
-                found = repo.payment_id_by_provider_payment(conn, provider, fact.provider_payment_id)
+                found = store.payment_id_by_provider_payment(provider, fact.provider_payment_id)
             return found
         case DisputeFact():
-            return repo.payment_id_by_provider_payment(conn, provider, fact.provider_payment_id)
+            return store.payment_id_by_provider_payment(provider, fact.provider_payment_id)
         case CallRefused():
-            return repo.payment_id_by_operation(conn, fact.operation_id)
+            return store.payment_id_by_operation(fact.operation_id)
         case _:
             assert_never(fact)
 
 
 def apply_provider_fact(
-    conn: psycopg.Connection,
+    store: PaymentStore,
     ctx: Context,
     fact: ProviderFact,
     *,
@@ -75,14 +74,14 @@ def apply_provider_fact(
     payment_id: str | None = None,
     causation_id: str | None = None,
 ) -> FactOutcome:
-    """Apply one fact in the caller's transaction and keep it for audit."""
+    """Apply one fact in the store's transaction and keep it for audit."""
     invariant(source in SOURCES, f"unknown fact source {source!r}")
-    if provider_event_id is not None and repo.webhook_seen(conn, ctx.provider, provider_event_id):
+    if provider_event_id is not None and store.webhook_seen(ctx.provider, provider_event_id):
         metrics.PROVIDER_FACTS.labels(source, "duplicate").inc()
         return FactOutcome("duplicate", None, "provider event seen before")
-    target = payment_id or locate(conn, ctx.provider, fact)
+    target = payment_id or locate(store, ctx.provider, fact)
     outcome = (
-        _apply_located(conn, ctx, fact, target, causation_id) if target else FactOutcome("unmatched", None)
+        _apply_located(store, ctx, fact, target, causation_id) if target else FactOutcome("unmatched", None)
     )
     if outcome.outcome in ("unmatched", "conflict"):
         log.warning(
@@ -93,8 +92,7 @@ def apply_provider_fact(
             provider_event_id=provider_event_id,
             detail=outcome.detail,
         )
-    repo.record_fact(
-        conn,
+    store.record_fact(
         provider=ctx.provider,
         provider_event_id=provider_event_id,
         source=source,
@@ -110,40 +108,39 @@ def apply_provider_fact(
 
 
 def _apply_located(
-    conn: psycopg.Connection, ctx: Context, fact: ProviderFact, payment_id: str, causation_id: str | None
+    store: PaymentStore, ctx: Context, fact: ProviderFact, payment_id: str, causation_id: str | None
 ) -> FactOutcome:
-    state = repo.load_state(conn, payment_id, for_update=True)
+    state = store.load_state(payment_id, for_update=True)
     invariant(state is not None, f"located payment {payment_id} must exist")
     assert state is not None
     if isinstance(fact, DisputeFact):
-        return _apply_dispute(conn, ctx, state, fact, causation_id)
+        return _apply_dispute(store, ctx, state, fact, causation_id)
     result = apply_fact(state, fact)
     match result:
         case Applied(state=new_state, events=out):
             # The row is locked: no one else can have moved the version.
-            invariant(repo.save(conn, state, new_state), f"version moved under a lock on {payment_id}")
-            ctx.publish(conn, payment_id, out, causation_id)
+            invariant(store.save(state, new_state), f"version moved under a lock on {payment_id}")
+            store.publish(payment_id, out, causation_id)
             return FactOutcome("applied", payment_id, ",".join(e.event_type for e in out) or None)
         case Unchanged(outcome=outcome, detail=detail):
             return FactOutcome(outcome, payment_id, detail)
         case Conflict(detail=detail):
-            open_case(conn, payment_id, None, "provider_conflict", detail)
+            open_case(store, payment_id, None, "provider_conflict", detail)
             return FactOutcome("conflict", payment_id, detail)
         case _:
             assert_never(result)
 
 
 def _apply_dispute(
-    conn: psycopg.Connection, ctx: Context, state: PaymentState, fact: DisputeFact, causation_id: str | None
+    store: PaymentStore, ctx: Context, state: PaymentState, fact: DisputeFact, causation_id: str | None
 ) -> FactOutcome:
     payment_id = state.payment.payment_id
     chargeback_id = ctx.new_id("cb")
     event = chargeback(state, fact, chargeback_id)
     if isinstance(event, Conflict):
-        open_case(conn, payment_id, None, "chargeback_mismatch", event.detail)
+        open_case(store, payment_id, None, "chargeback_mismatch", event.detail)
         return FactOutcome("conflict", payment_id, event.detail)
-    inserted = repo.insert_chargeback(
-        conn,
+    inserted = store.insert_chargeback(
         chargeback_id=chargeback_id,
         payment_id=payment_id,
         provider=ctx.provider,
@@ -154,13 +151,11 @@ def _apply_dispute(
     )
     if not inserted:
         return FactOutcome("duplicate", payment_id, f"dispute {fact.provider_dispute_id} already recorded")
-    ctx.publish(conn, payment_id, [event], causation_id)
+    store.publish(payment_id, [event], causation_id)
     return FactOutcome("applied", payment_id, event.event_type)
 
 
-def open_case(
-    conn: psycopg.Connection, payment_id: str, operation_id: str | None, kind: str, detail: str
-) -> None:
-    if repo.open_case(conn, payment_id, operation_id, kind, detail):
+def open_case(store: PaymentStore, payment_id: str, operation_id: str | None, kind: str, detail: str) -> None:
+    if store.open_case(payment_id, operation_id, kind, detail):
         metrics.CASES_OPENED.labels(kind).inc()
         log.error("case.opened", payment_id=payment_id, operation_id=operation_id, kind=kind, detail=detail)

@@ -22,60 +22,45 @@ the provider's):
 - conflict: the provider contradicts an authoritative record of ours (money captured on a payment
   we hold as canceled): changes nothing, the caller opens a case for a person.
 Transitions therefore only move forward, and a captured payment can never go back to authorized.
+
+Refund facts and disputes are judged in ``domain/refunds.py``; the results and the accumulator
+that builds them are ``domain/change.py``'s (re-exported here: callers import from this module).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Final, Literal, assert_never
 
 from backbone.invariants import invariant
 
 from payment_state.domain import events
-from payment_state.domain.facts import (
-    CallRefused,
-    DisputeFact,
-    IntentFact,
-    IntentStatus,
-    RefundFact,
-    RefundStatus,
-)
+from payment_state.domain.change import Applied, ApplyResult, Change, Conflict, Unchanged
+from payment_state.domain.facts import CallRefused, IntentFact, IntentStatus, RefundFact
 from payment_state.domain.model import (
     BEFORE_AUTHORIZATION,
     CAPTURED_OR_LATER,
     RANK,
     Operation,
-    OperationStatus,
     OperationType,
     Payment,
     PaymentState,
     PaymentStatus,
     check_payment,
 )
+from payment_state.domain.refunds import apply_refund, chargeback
 
+__all__ = [
+    "Applied",
+    "ApplyResult",
+    "Conflict",
+    "Unchanged",
+    "Verdict",
+    "apply_fact",
+    "chargeback",
+    "intent_verdict",
+]
 
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """The state changed (payment and/or operations); ``events`` go to the outbox with it."""
-
-    state: PaymentState
-    events: tuple[events.OutEvent, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Unchanged:
-    outcome: Literal["stale", "duplicate", "pending"]
-    detail: str
-
-
-@dataclass(frozen=True, slots=True)
-class Conflict:
-    """The provider contradicts our records: nothing applied, a person has to look."""
-
-    detail: str
-
-
-ApplyResult = Applied | Unchanged | Conflict
 Verdict = Literal["advance", "duplicate", "settle", "stale", "conflict"]
 
 _S = PaymentStatus
@@ -113,48 +98,6 @@ def intent_verdict(ours: PaymentStatus, theirs: IntentStatus) -> Verdict:
     return "advance" if target_rank > our_rank else "stale"
 
 
-@dataclass
-class _Change:
-    """Accumulates one application: the payment, changed operations and events, in order."""
-
-    payment: Payment
-    ops: dict[str, Operation]
-    out: list[events.OutEvent] = field(default_factory=list)
-    changed: bool = False
-
-    @classmethod
-    def of(cls, state: PaymentState) -> _Change:
-        return cls(state.payment, {o.operation_id: o for o in state.operations})
-
-    def set_payment(self, **fields: object) -> None:
-        updated = replace(self.payment, **fields)  # type: ignore[arg-type]
-        if updated != self.payment:
-            self.payment, self.changed = updated, True
-
-    def set_op(self, op: Operation) -> None:
-        if self.ops.get(op.operation_id) != op:
-            self.ops[op.operation_id], self.changed = op, True
-
-    def open_op(self, operation_type: OperationType) -> Operation | None:
-        return next(
-            (o for o in self.ops.values() if o.operation_type == operation_type and not o.is_terminal), None
-        )
-
-    def first_op(self, operation_type: OperationType) -> Operation | None:
-        return next((o for o in self.ops.values() if o.operation_type == operation_type), None)
-
-    def emit(self, event: events.OutEvent) -> None:
-        self.out.append(event)
-
-    def result(self, unchanged: Unchanged) -> ApplyResult:
-        if not self.changed:
-            invariant(not self.out, "events without a state change")
-            return unchanged
-        payment = replace(self.payment, version=self.payment.version + 1)
-        check_payment(payment)
-        return Applied(PaymentState(payment, tuple(self.ops.values())), tuple(self.out))
-
-
 def apply_fact(state: PaymentState, fact: IntentFact | RefundFact | CallRefused) -> ApplyResult:
     """Apply one provider fact to a payment; pure and deterministic."""
     check_payment(state.payment)
@@ -162,7 +105,7 @@ def apply_fact(state: PaymentState, fact: IntentFact | RefundFact | CallRefused)
         case IntentFact():
             return _apply_intent(state, fact)
         case RefundFact():
-            return _apply_refund(state, fact)
+            return apply_refund(state, fact)
         case CallRefused():
             return _apply_refusal(state, fact)
         case _:
@@ -185,7 +128,7 @@ def _apply_intent(state: PaymentState, fact: IntentFact) -> ApplyResult:
     mismatch = _intent_mismatch(p, fact)
     if mismatch is not None:
         return Conflict(mismatch)
-    change = _Change.of(state)
+    change = Change.of(state)
     if fact.status == _I.PROCESSING:
         _learn_reference(change, fact.provider_payment_id)
         return change.result(Unchanged("pending", "provider is processing"))
@@ -202,7 +145,7 @@ def _apply_intent(state: PaymentState, fact: IntentFact) -> ApplyResult:
     return change.result(Unchanged("duplicate", f"payment already {p.status}"))
 
 
-def _learn_reference(change: _Change, provider_payment_id: str) -> None:
+def _learn_reference(change: Change, provider_payment_id: str) -> None:
     if change.payment.provider_payment_id is None:
         change.set_payment(provider_payment_id=provider_payment_id)
     authorize = change.first_op(OperationType.AUTHORIZE)
@@ -210,7 +153,7 @@ def _learn_reference(change: _Change, provider_payment_id: str) -> None:
         change.set_op(replace(authorize, provider_reference=provider_payment_id))
 
 
-def _advance(change: _Change, fact: IntentFact) -> str | None:
+def _advance(change: Change, fact: IntentFact) -> str | None:
     """Move the payment to the fact's status; returns a conflict description or None."""
     match fact.status:
         case _I.REQUIRES_ACTION:
@@ -233,14 +176,14 @@ def _advance(change: _Change, fact: IntentFact) -> str | None:
     return None
 
 
-def _authorize_op(change: _Change) -> Operation:
+def _authorize_op(change: Change) -> Operation:
     op = change.first_op(OperationType.AUTHORIZE)
     invariant(op is not None, f"payment {change.payment.payment_id} has no authorize operation")
     assert op is not None
     return op
 
 
-def _authorize(change: _Change, authorized_minor: int) -> None:
+def _authorize(change: Change, authorized_minor: int) -> None:
     if change.payment.status not in BEFORE_AUTHORIZATION:
         return
     change.set_payment(
@@ -252,7 +195,7 @@ def _authorize(change: _Change, authorized_minor: int) -> None:
     change.emit(events.authorized(change.payment, _authorize_op(change)))
 
 
-def _capture(change: _Change, fact: IntentFact) -> str | None:
+def _capture(change: Change, fact: IntentFact) -> str | None:
     received = fact.amount_received_minor
     if not 0 < received <= fact.amount_minor:
         return f"captured amount {received} out of range"
@@ -268,7 +211,7 @@ def _capture(change: _Change, fact: IntentFact) -> str | None:
     return None
 
 
-def _cancel(change: _Change, provider_reason: str | None) -> None:
+def _cancel(change: Change, provider_reason: str | None) -> None:
     cancel = change.open_op(OperationType.CANCEL)
     reason = (cancel.reason if cancel is not None else None) or provider_reason  # the merchant's words first
     if cancel is not None:
@@ -278,7 +221,7 @@ def _cancel(change: _Change, provider_reason: str | None) -> None:
     change.emit(events.canceled(change.payment, source, reason))
 
 
-def _resolve_operations(change: _Change, fact: IntentFact) -> None:
+def _resolve_operations(change: Change, fact: IntentFact) -> None:
     """Close the still-open authorize/capture/cancel operations this intent status decides."""
     for op in list(change.ops.values()):
         if op.is_terminal or op.operation_type == OperationType.REFUND:
@@ -314,77 +257,6 @@ def _operation_outcome(operation_type: OperationType, fact: IntentFact) -> str |
     return _OPERATION_OUTCOMES.get((operation_type, fact.status))
 
 
-# -- refunds -----------------------------------------------------------------------------------
-
-
-def _find_refund(state: PaymentState, fact: RefundFact) -> Operation | None:
-    for op in state.operations:
-        if op.operation_type != OperationType.REFUND:
-            continue
-        if fact.our_reference is not None and op.operation_id == fact.our_reference:
-            return op
-        if op.provider_reference is not None and op.provider_reference == fact.provider_refund_id:
-            return op
-    return None
-
-
-def _apply_refund(state: PaymentState, fact: RefundFact) -> ApplyResult:
-    op = _find_refund(state, fact)
-    if op is None:
-        return Conflict(f"refund {fact.provider_refund_id} is not one of ours")
-    if (fact.amount_minor, fact.currency) != (op.amount_minor, op.currency):
-        return Conflict(
-            f"refund amount {fact.amount_minor} {fact.currency} != ours {op.amount_minor} {op.currency}"
-        )
-    if op.provider_reference not in (None, fact.provider_refund_id):
-        return Conflict(
-            f"refund {op.operation_id} is {op.provider_reference} at the provider,"
-            f" not {fact.provider_refund_id}"
-        )
-    if op.is_terminal:
-        return _refund_after_terminal(op, fact.status)
-    change = _Change.of(state)
-    p = state.payment
-    match fact.status:
-        case RefundStatus.PENDING:
-            change.set_op(replace(op, provider_reference=fact.provider_refund_id))
-            return change.result(Unchanged("pending", "refund still pending at the provider"))
-        case RefundStatus.SUCCEEDED:
-            done = op.succeeded(fact.provider_refund_id)
-            refunded = p.refunded_minor + op.amount_minor
-            status = _S.REFUNDED if refunded == p.captured_minor else _S.PARTIALLY_REFUNDED
-            change.set_op(done)
-            change.set_payment(
-                refunded_minor=refunded,
-                pending_refund_minor=p.pending_refund_minor - op.amount_minor,
-                status=status,
-            )
-            change.emit(events.refund_succeeded(change.payment, done))
-        case RefundStatus.FAILED:
-            done = replace(
-                op.failed(fact.failure_code or "refund_failed"), provider_reference=fact.provider_refund_id
-            )
-            change.set_op(done)
-            change.set_payment(pending_refund_minor=p.pending_refund_minor - op.amount_minor)
-            change.emit(events.refund_failed(change.payment, done))
-        case _:
-            assert_never(fact.status)
-    return change.result(Unchanged("duplicate", "no change"))
-
-
-def _refund_after_terminal(op: Operation, theirs: RefundStatus) -> ApplyResult:
-    ours = op.status
-    if theirs == RefundStatus.PENDING:
-        return Unchanged("stale", f"refund pending at the provider, already {ours} here")
-    same = (ours, theirs) in (
-        (OperationStatus.SUCCEEDED, RefundStatus.SUCCEEDED),
-        (OperationStatus.FAILED, RefundStatus.FAILED),
-    )
-    if same:
-        return Unchanged("duplicate", f"refund already {ours}")
-    return Conflict(f"provider says refund {theirs}, we recorded {ours}")
-
-
 # -- refusals of our calls ---------------------------------------------------------------------
 
 
@@ -394,7 +266,7 @@ def _apply_refusal(state: PaymentState, fact: CallRefused) -> ApplyResult:
     assert op is not None
     if op.is_terminal:
         return Unchanged("duplicate", f"operation already {op.status}")
-    change = _Change.of(state)
+    change = Change.of(state)
     p = state.payment
     failed = op.failed(fact.code, fact.message)
     change.set_op(failed)
@@ -416,19 +288,3 @@ def _apply_refusal(state: PaymentState, fact: CallRefused) -> ApplyResult:
         case _:
             assert_never(op.operation_type)
     return change.result(Unchanged("duplicate", "no change"))
-
-
-# -- chargebacks -------------------------------------------------------------------------------
-
-
-def chargeback(state: PaymentState, fact: DisputeFact, chargeback_id: str) -> events.OutEvent | Conflict:
-    """The event announcing a new dispute; the caller makes it unique per provider dispute."""
-    p = state.payment
-    if fact.currency != p.currency or not 0 < fact.amount_minor <= p.captured_minor:
-        return Conflict(
-            f"dispute {fact.amount_minor} {fact.currency}"
-            f" does not fit captured {p.captured_minor} {p.currency}"
-        )
-    return events.chargeback_received(
-        p, chargeback_id, fact.provider_dispute_id, fact.amount_minor, fact.currency, fact.reason
-    )

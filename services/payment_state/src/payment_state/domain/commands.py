@@ -3,7 +3,7 @@
 Pure. A decision returns the new state (payment with version + 1, plus the new operation) or a
 closed ``Rejection`` with an HTTP status and a machine-readable code. The same decisions serve the
 HTTP API and the commands topic. ``request_digest`` is the fingerprint of the normalized request
-that idempotency keys are bound to.
+that idempotency keys are bound to; ``StoredResponse`` is what a key recorded.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from backbone.invariants import invariant
 
@@ -69,6 +69,17 @@ class Rejection:
     http_status: int
     code: str
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """What an idempotency key recorded: the digest of the request it was first used for, and the
+    answer given then (``status``/``body`` are None only inside the transaction that claimed it)."""
+
+    request_digest: str
+    payment_id: str | None
+    status: int | None
+    body: dict[str, Any] | None
 
 
 _KIND: Final[dict[type, RequestKind]] = {

@@ -11,6 +11,7 @@ from backbone.health import Health
 from backbone.http import Probe, watch
 from backbone.logs import configure_logging, get_logger
 from backbone.outage import Dependency
+from backbone.outbox.writer import OutboxWriter
 from backbone.settings import SettingsError, load_settings_or_exit
 from psycopg_pool import AsyncConnectionPool
 
@@ -29,11 +30,11 @@ def _probe(reads: AsyncConnectionPool) -> Probe:
     return select_one
 
 
-def _lane(url: str, size: int, name: str) -> DbLane:
+def _lane(url: str, size: int, name: str, outbox: OutboxWriter) -> DbLane:
     """All connections opened at start: a burst must not wait for new connections to be made."""
-    return DbLane(
-        bootstrap.pool(url, size, name, size_min=size), ThreadPoolExecutor(size, thread_name_prefix=name)
-    )
+    pool = bootstrap.pool(url, size, name, size_min=size)
+    transaction = bootstrap.transactions(pool, outbox, DEFAULT_EVENTS_TOPIC)
+    return DbLane(pool, ThreadPoolExecutor(size, thread_name_prefix=name), transaction)
 
 
 def main() -> None:
@@ -45,11 +46,10 @@ def main() -> None:
         print(exc, file=sys.stderr)
         raise SystemExit(2) from None
     url = settings.database_url.reveal()
-    writes = _lane(url, settings.db_pool_size_max, "payment-state-api-writes")
+    outbox = bootstrap.outbox_writer(bootstrap.topic_catalogue(), bootstrap.codec())
+    writes = _lane(url, settings.db_pool_size_max, "payment-state-api-writes", outbox)
     reads = bootstrap.async_pool(url, settings.read_pool_size_max, "payment-state-api-reads")
-    ctx = bootstrap.context(
-        settings.provider, DEFAULT_EVENTS_TOPIC, bootstrap.topic_catalogue(), bootstrap.codec()
-    )
+    ctx = bootstrap.context(settings.provider)
     health = Health.configured()
     database = Dependency("database", "payment_state-api", health, up=False)
     app = build_app(Api(writes, reads, ctx, tokens), health, settings.body_max_bytes, database)

@@ -22,8 +22,8 @@ from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import SettingsError, load_settings
 
 from payment_state import bootstrap
-from payment_state.adapters import repository as repo
 from payment_state.application.executor import ExecutorConfig, OperationExecutor
+from payment_state.application.ports import Transactions
 from payment_state.settings import ExecutorSettings
 
 log = get_logger(__name__)
@@ -41,9 +41,11 @@ class ExecutorLoop:
         poll_interval_ms: int,
         health: Health,
         key_retention_s: int,
+        transaction: Transactions,
     ) -> None:
         self._executor = executor
         self._key_retention_s = key_retention_s
+        self._transaction = transaction
         self._url = database_url
         self._poll_s = poll_interval_ms / 1000
         self._health = health
@@ -87,13 +89,14 @@ class ExecutorLoop:
         if time.monotonic() - self._last_metrics > _HOUSEKEEPING_INTERVAL_S:
             self._last_metrics = time.monotonic()
             self._executor.refresh_metrics()
-            self._prune_keys(listener)
+            self._prune_keys()
         if claimed == 0:
             for _ in listener.notifies(timeout=self._poll_s, stop_after=1):
                 break
 
-    def _prune_keys(self, conn: psycopg.Connection) -> None:
-        pruned = repo.prune_idempotency_keys(conn, self._key_retention_s, _PRUNE_BATCH_MAX)
+    def _prune_keys(self) -> None:
+        with self._transaction() as store:
+            pruned = store.prune_idempotency_keys(self._key_retention_s, _PRUNE_BATCH_MAX)
         if pruned:
             log.info("executor.idempotency_keys_pruned", count=pruned)
 
@@ -135,7 +138,8 @@ def main() -> None:
     url = settings.database_url.reveal()
     pool = bootstrap.pool(url, settings.db_pool_size_max, "payment-state-executor")
     catalogue = bootstrap.topic_catalogue(events_topic=settings.events_topic)
-    ctx = bootstrap.context(settings.provider, settings.events_topic, catalogue, bootstrap.codec())
+    outbox = bootstrap.outbox_writer(catalogue, bootstrap.codec())
+    transaction = bootstrap.transactions(pool, outbox, settings.events_topic)
     config = ExecutorConfig(
         worker_id=settings.resolved_worker_id(),
         batch_size_max=settings.batch_size_max,
@@ -143,8 +147,12 @@ def main() -> None:
         concurrency=settings.concurrency,
         policy=settings.policy(),
     )
-    executor = OperationExecutor(pool, bootstrap.psp(psp_settings), ctx, config)
-    loop = ExecutorLoop(executor, url, settings.poll_interval_ms, health, settings.key_retention_s)
+    executor = OperationExecutor(
+        transaction, bootstrap.psp(psp_settings), bootstrap.context(settings.provider), config
+    )
+    loop = ExecutorLoop(
+        executor, url, settings.poll_interval_ms, health, settings.key_retention_s, transaction
+    )
     stop_on_signals(loop.stop, "executor")
     try:
         loop.run()

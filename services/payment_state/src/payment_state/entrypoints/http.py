@@ -29,10 +29,11 @@ from backbone.outage import Dependency
 from backbone.postgres import is_infrastructure_error
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from payment_state.adapters import repository as repo
+from payment_state.adapters.pg_reads import load_state_async
 from payment_state.application import metrics
 from payment_state.application.context import Context
 from payment_state.application.handlers import Contention, Reply, handle, rejection_reply
+from payment_state.application.ports import Transactions
 from payment_state.application.views import error_body, payment_view
 from payment_state.domain.commands import PaymentRequest, Rejection
 from payment_state.domain.validation import (
@@ -61,14 +62,15 @@ def _error(status: int, code: str, message: str) -> web.Response:
 
 @dataclass(frozen=True)
 class DbLane:
-    """A connection pool with the threads that use it (money-moving calls: their handlers are the
-    synchronous ones the commands consumer shares)."""
+    """A connection pool with the threads that use it and the store's transactions on it
+    (money-moving calls: their handlers are the synchronous ones the commands consumer shares)."""
 
     pool: ConnectionPool
     threads: ThreadPoolExecutor
+    transaction: Transactions
 
-    async def run(self, work: Callable[[ConnectionPool], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self.threads, work, self.pool)
+    async def run(self, work: Callable[[Transactions], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.threads, work, self.transaction)
 
     def close(self) -> None:
         self.threads.shutdown(wait=True)
@@ -115,7 +117,7 @@ class Api:
         if not valid_payment_id(payment_id):
             return _error(404, "payment_not_found", "no such payment")
         async with self._reads.connection() as conn:
-            state = await repo.load_state_async(conn, payment_id, merchant_id=merchant_id)
+            state = await load_state_async(conn, payment_id, merchant_id=merchant_id)
         if state is None:
             return _error(404, "payment_not_found", "no such payment")
         return _json(200, {"payment": payment_view(state)})
@@ -140,14 +142,16 @@ class Api:
         if problem is not None:
             return _reply(rejection_reply(problem))
         assert key is not None and not isinstance(parsed, Rejection)
-        reply = await self._writes.run(lambda pool: self._handle(pool, merchant_id, key, parsed))
+        reply = await self._writes.run(lambda tx: self._handle(tx, merchant_id, key, parsed))
         if reply.replayed:
             metrics.IDEMPOTENT_REPLAYS.labels(request.method + " " + _route(request)).inc()
         return _reply(reply)
 
-    def _handle(self, pool: ConnectionPool, merchant_id: str, key: str, request: PaymentRequest) -> Reply:
-        with pool.connection() as conn, conn.transaction():
-            return handle(conn, self._ctx, merchant_id, key, request)
+    def _handle(
+        self, transaction: Transactions, merchant_id: str, key: str, request: PaymentRequest
+    ) -> Reply:
+        with transaction() as store:
+            return handle(store, self._ctx, merchant_id, key, request)
 
     def _merchant(self, request: web.Request) -> str | None:
         header = request.headers.get("Authorization", "")

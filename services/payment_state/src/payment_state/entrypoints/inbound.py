@@ -1,10 +1,9 @@
-"""``python -m payment_state inbound``: the idempotent consumer of payments.commands and
+"""``python -m payment_state consume``: the idempotent consumer of payments.commands and
 psp.provider-events (``CONSUMER_NAME`` defaults to ``payment-state-inbound``, ``CONSUMER_TOPICS``
-to the two topics named by ``PAYMENT_STATE_COMMANDS_TOPIC`` / ``PAYMENT_STATE_PROVIDER_EVENTS_TOPIC``)."""
+to the two topics named by ``PAYMENT_STATE_COMMANDS_TOPIC`` / ``PAYMENT_STATE_PROVIDER_EVENTS_TOPIC``:
+``settings.InboundSettings``)."""
 
 from __future__ import annotations
-
-import os
 
 from backbone.avro import AvroCodec
 from backbone.consumer.loop import run_consumer_from_env
@@ -15,9 +14,7 @@ from backbone.outbox.writer import OutboxWriter
 
 from payment_state import bootstrap
 from payment_state.application.inbound import make_handler
-from payment_state.settings import DEFAULT_COMMANDS_TOPIC, DEFAULT_PROVIDER_EVENTS_TOPIC, InboundSettings
-
-DEFAULT_CONSUMER_NAME = "payment-state-inbound"
+from payment_state.settings import InboundSettings
 
 
 def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter | None]:
@@ -26,13 +23,13 @@ def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCat
         settings.events_topic, settings.commands_topic, settings.provider_events_topic
     )
     avro = bootstrap.codec()
-    ctx = bootstrap.context(settings.provider, settings.events_topic, catalogue, avro)
-    return make_handler(ctx, bootstrap.WEBHOOK_PARSERS), avro, catalogue, ctx.outbox
+    handler = make_handler(
+        bootstrap.context(settings.provider),
+        bootstrap.WEBHOOK_PARSERS,
+        bootstrap.store_for(settings.events_topic),
+    )
+    return handler, avro, catalogue, bootstrap.outbox_writer(catalogue, avro)
 
 
 def main() -> None:
-    commands = os.environ.get("PAYMENT_STATE_COMMANDS_TOPIC") or DEFAULT_COMMANDS_TOPIC
-    provider_events = os.environ.get("PAYMENT_STATE_PROVIDER_EVENTS_TOPIC") or DEFAULT_PROVIDER_EVENTS_TOPIC
-    os.environ.setdefault("CONSUMER_NAME", DEFAULT_CONSUMER_NAME)
-    os.environ.setdefault("CONSUMER_TOPICS", f"{commands},{provider_events}")
     run_consumer_from_env(build, InboundSettings)

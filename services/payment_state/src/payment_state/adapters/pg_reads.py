@@ -1,0 +1,79 @@
+"""Reading a payment's state from PostgreSQL: the one query and the rows-to-entities mapping,
+shared by the store (``adapters.postgres_store``, inside a transaction) and the HTTP API's status
+reads (``load_state_async``, on the event loop with its own async pool: a read needs no
+transaction and no port of its own, as the ledger's ``adapters/pg_reads.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import psycopg
+
+from payment_state.domain.model import (
+    CaptureMethod,
+    Operation,
+    OperationStatus,
+    OperationType,
+    Payment,
+    PaymentState,
+    PaymentStatus,
+)
+
+# In the order of the domain's dataclasses' fields (the mappers build them positionally).
+PAYMENT_FIELDS: Final = (
+    "payment_id", "merchant_id", "amount_minor", "currency", "capture_method", "payment_method_token",
+    "deposit_reference", "provider", "status", "provider_payment_id", "authorized_minor", "captured_minor",
+    "refunded_minor", "pending_refund_minor", "active_operation_id", "next_action_url", "failure_code",
+    "failure_message", "version",
+)  # fmt: skip
+OPERATION_FIELDS: Final = (
+    "operation_id", "payment_id", "operation_type", "amount_minor", "currency", "provider", "status",
+    "refund_id", "provider_reference", "reason", "attempts", "call_in_flight", "unknown_reason",
+    "failure_code", "failure_message",
+)  # fmt: skip
+# An operation row as ``Operation`` reads it (alias ``o``), its creation time last.
+OPERATION_COLUMNS: Final = (
+    ", ".join(f"o.{c}" for c in OPERATION_FIELDS) + ", (extract(epoch FROM o.created_at) * 1000)::bigint"
+)
+# The payment and its operations in one round trip (a LEFT JOIN: a payment always has at least its
+# authorize operation, but the join does not rely on it).
+LOAD_STATE: Final = (
+    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
+    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
+    " WHERE p.payment_id = %s AND (%s::text IS NULL OR p.merchant_id = %s)"
+    " ORDER BY o.created_at, o.operation_id"
+)  # fmt: skip
+
+
+def payment(row: tuple[Any, ...]) -> Payment:
+    values = list(row)
+    values[4] = CaptureMethod(values[4])
+    values[8] = PaymentStatus(values[8])
+    return Payment(*values)
+
+
+def operation(row: tuple[Any, ...]) -> Operation:
+    """An ``OPERATION_COLUMNS`` row."""
+    values = list(row)
+    values[2] = OperationType(values[2])
+    values[6] = OperationStatus(values[6])
+    return Operation(*values)
+
+
+def state_from_rows(rows: list[tuple[Any, ...]]) -> PaymentState | None:
+    """Rows of ``LOAD_STATE`` (payment columns, then one operation's columns per row) to the state."""
+    if not rows:
+        return None
+    split = len(PAYMENT_FIELDS)
+    found = payment(rows[0][:split])
+    ops = tuple(operation(row[split:]) for row in rows if row[split] is not None)
+    return PaymentState(found, ops)
+
+
+async def load_state_async(
+    conn: psycopg.AsyncConnection, payment_id: str, *, merchant_id: str
+) -> PaymentState | None:
+    """``PaymentStore.load_state`` for the HTTP API's event loop (status reads without a thread hop)."""
+    cursor = await conn.execute(LOAD_STATE, (payment_id, merchant_id, merchant_id))
+    return state_from_rows(await cursor.fetchall())

@@ -1,0 +1,390 @@
+"""One contract for payment-state's two stores: every test runs against the in-memory twin
+(``adapters.memory_store``, what the application's unit tests use) and against PostgreSQL
+(``adapters.postgres_store`` on a fresh migrated database, what runs), so the twin cannot drift
+from the real one unnoticed.
+
+The rules under test are the ones that keep a payment's money moving once: an idempotency key is
+claimed once and replays what it stored (another body under it is a conflict); a save is
+conditional on the version read; a provider payment id, a webhook, a dispute and a case are each
+recorded once; the executor's claim takes due operations earliest first up to its limit, two
+claimers never both win, an expired lease is claimable again and its old holder loses every right
+to the operation; old keys are pruned in bounded batches; events and every other change commit
+with their transaction or not at all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+from backbone.testing.stack import Stack
+from payment_state.application.context import Context
+from payment_state.application.handlers import handle
+from payment_state.application.ports import Created, PaymentIdTaken
+from payment_state.domain.commands import (
+    CaptureRequest,
+    StoredResponse,
+)
+from payment_state.domain.events import OutEvent
+from payment_state.domain.model import (
+    Operation,
+    OperationStatus,
+    OperationType,
+    PaymentState,
+    PaymentStatus,
+)
+from payment_state.testing import (
+    StoreHarness,
+    create_request,
+    memory_harness,
+    new_payment_state,
+    postgres_harness,
+    requires_action_body,
+)
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def h(request: pytest.FixtureRequest, stack: Stack) -> Iterator[StoreHarness]:
+    if request.param == "memory":
+        yield memory_harness()
+        return
+    with postgres_harness(stack.pg_admin_url) as harness:
+        yield harness
+
+
+# -- payments and idempotency keys ---------------------------------------------------------------
+
+
+def test_a_create_stores_the_payment_and_its_authorize_operation(h: StoreHarness) -> None:
+    """Created: the payment reads back as decided (version 1, CREATED), with one PENDING authorize
+    operation that no call has touched; scoped to its merchant."""
+    state = new_payment_state()
+    pid = state.payment.payment_id
+    with h.transaction() as store:
+        assert isinstance(store.create_with_key("k1", "d1", state, 201, {"id": pid}), Created)
+    with h.transaction() as store:
+        loaded = store.load_state(pid)
+        assert store.load_state(pid, merchant_id="m2") is None
+        assert store.load_state(pid, merchant_id="m1", for_update=True) == loaded
+    assert loaded is not None and loaded.payment == state.payment
+    (op,) = loaded.operations
+    assert replace(op, created_at_ms=0) == replace(state.operations[0], created_at_ms=0)
+    assert (op.status, op.attempts, op.call_in_flight) == (OperationStatus.PENDING, 0, False)
+
+
+def test_a_create_key_replays_what_it_stored_and_a_taken_payment_id_creates_nothing(h: StoreHarness) -> None:
+    """The same create key returns what it recorded (digest, payment, answer) and creates nothing; a
+    new key for a payment id that exists is PaymentIdTaken, with no second payment."""
+    state = new_payment_state()
+    pid = state.payment.payment_id
+    with h.transaction() as store:
+        assert isinstance(store.create_with_key("k1", "d1", state, 201, {"id": pid}), Created)
+    with h.transaction() as store:
+        again = store.create_with_key("k1", "d2", new_payment_state(), 201, {"id": "other"})
+        assert again == StoredResponse("d1", pid, 201, {"id": pid})
+        assert isinstance(store.create_with_key("k2", "d1", state, 201, {"id": pid}), PaymentIdTaken)
+        store.store_response("m1", "create", "k2", None, 409, {"error": "taken"})
+    with h.transaction() as store:
+        assert store.claim_idempotency_key("m1", "create", "k2", "d1", None) == StoredResponse(
+            "d1", None, 409, {"error": "taken"}
+        )
+        assert store.load_state("other") is None
+        loaded = store.load_state(pid)
+    assert loaded is not None and len(loaded.operations) == 1
+
+
+def test_an_idempotency_key_is_claimed_once_per_merchant_and_kind(h: StoreHarness) -> None:
+    """A new key: None (execute). Claimed again: what it recorded (no answer yet inside the claiming
+    transaction, the answer after). Another merchant or kind is another key; a forgotten key is new."""
+    with h.transaction() as store:
+        assert store.claim_idempotency_key("m1", "capture", "k", "d", "pay_1") is None
+        assert store.claim_idempotency_key("m1", "capture", "k", "d2", "pay_2") == StoredResponse(
+            "d", "pay_1", None, None
+        )
+        store.store_response("m1", "capture", "k", "pay_1", 202, {"ok": [1, 2]})
+    with h.transaction() as store:
+        assert store.claim_idempotency_key("m1", "capture", "k", "d", "pay_1") == StoredResponse(
+            "d", "pay_1", 202, {"ok": [1, 2]}
+        )
+        assert store.claim_idempotency_key("m2", "capture", "k", "d", "pay_1") is None
+        assert store.claim_idempotency_key("m1", "refund", "k", "d", "pay_1") is None
+        store.forget_idempotency_key("m1", "refund", "k")
+    with h.transaction() as store:
+        assert store.claim_idempotency_key("m1", "refund", "k", "d", "pay_1") is None
+
+
+def test_through_the_handlers_the_same_key_replays_and_another_body_conflicts(h: StoreHarness) -> None:
+    """The application's idempotency rules on either store: the same key and body replay the first
+    answer (create and capture), the same key with another body is 422 ``idempotency_key_reused``
+    and changes nothing."""
+    ctx = Context("simpsp")
+    with h.transaction() as store:
+        first = handle(store, ctx, "m1", "create-1", create_request())
+    with h.transaction() as store:
+        replay = handle(store, ctx, "m1", "create-1", create_request())
+        reused = handle(store, ctx, "m1", "create-1", create_request(amount_minor=5))
+    assert (first.status, replay.status, replay.replayed, replay.body) == (201, 201, True, first.body)
+    assert (reused.status, reused.body["error"]["code"]) == (422, "idempotency_key_reused")
+    pid = first.body["payment"]["payment_id"]
+    with h.transaction() as store:
+        created = store.load_state(pid)
+    assert created is not None
+    h.authorized(created)
+    with h.transaction() as store:
+        capture = handle(store, ctx, "m1", "cap-1", CaptureRequest(pid))
+    with h.transaction() as store:
+        again = handle(store, ctx, "m1", "cap-1", CaptureRequest(pid))
+        other = handle(store, ctx, "m1", "cap-1", CaptureRequest(pid, 5_000, "EUR"))
+        after = store.load_state(pid)
+    assert (capture.status, again.replayed, again.body) == (202, True, capture.body)
+    assert (other.status, other.body["error"]["code"]) == (422, "idempotency_key_reused")
+    assert after is not None and [o.operation_type for o in after.operations] == ["authorize", "capture"]
+
+
+def test_a_save_is_conditional_on_the_version_it_read(h: StoreHarness) -> None:
+    """``after`` is written only over ``before``'s version: a second decision on the same (now
+    stale) version is refused and overwrites nothing; a new operation is inserted, a changed one
+    takes the domain's fields and keeps the executor's bookkeeping (attempts)."""
+    created = h.create()
+    (authorize,) = created.operations
+    h.claim("w1")
+    with h.transaction() as store:
+        assert store.start_call(authorize.operation_id, "w1")
+    authorized = h.authorized(created)
+    stale = PaymentState(replace(created.payment, status=PaymentStatus.FAILED, version=2), created.operations)
+    with h.transaction() as store:
+        assert not store.save(created, stale)
+        current = store.load_state(created.payment.payment_id)
+    assert current == authorized and current.payment.version == 2
+    (saved,) = authorized.operations
+    assert (saved.status, saved.provider_reference, saved.attempts) == (
+        OperationStatus.SUCCEEDED, authorized.payment.provider_payment_id, 1,
+    )  # fmt: skip
+    capture = Operation("op_cap", created.payment.payment_id, OperationType.CAPTURE, 10_000, "EUR", "simpsp")
+    later = PaymentState(
+        replace(authorized.payment, active_operation_id="op_cap", version=3),
+        (*authorized.operations, capture),
+    )
+    with h.transaction() as store:
+        assert store.save(authorized, later)
+    assert h.op(created, 1).operation_type == OperationType.CAPTURE
+
+
+def test_a_provider_payment_id_belongs_to_one_payment(h: StoreHarness) -> None:
+    """Two payments can never carry the same provider payment id: the second save is refused as
+    the unique index refuses it (and its transaction rolls back)."""
+    first, second = h.create(), h.create()
+    h.authorized(first, "pi_same")
+    with pytest.raises(Exception, match="payments_provider_payment_idx"):
+        h.authorized(second, "pi_same")
+    assert h.op(second).status == OperationStatus.PENDING
+
+
+def test_lookups_find_the_payment_by_each_of_its_references(h: StoreHarness) -> None:
+    """By the provider payment id, by our payment id, by an operation id, by a provider refund id
+    (refunds only); anything else is None."""
+    state = h.authorized(h.create(), "pi_look")
+    pid = state.payment.payment_id
+    refund = Operation(
+        "op_rf", pid, OperationType.REFUND, 4_000, "EUR", "simpsp", refund_id="rf_1", reason="asked"
+    )
+    captured = replace(state.payment, status=PaymentStatus.CAPTURED, captured_minor=10_000, version=3)
+    with h.transaction() as store:
+        assert store.save(state, PaymentState(captured, state.operations))
+        at_3 = store.load_state(pid)
+        assert at_3 is not None
+        pending = replace(at_3.payment, pending_refund_minor=4_000, version=4)
+        assert store.save(at_3, PaymentState(pending, (*at_3.operations, refund)))
+        at_4 = store.load_state(pid)
+        assert at_4 is not None
+        sent = at_4.with_operation(replace(at_4.operations[1], provider_reference="re_1"))
+        assert store.save(at_4, PaymentState(replace(at_4.payment, version=5), sent.operations))
+    with h.transaction() as store:
+        assert store.payment_id_by_provider_payment("simpsp", "pi_look") == pid
+        assert store.payment_id_by_provider_payment("other", "pi_look") is None
+        assert store.payment_id_if_exists(pid) == pid and store.payment_id_if_exists("pay_none") is None
+        assert store.payment_id_by_operation("op_rf") == pid and store.payment_id_by_operation("x") is None
+        assert store.payment_id_by_refund("simpsp", "re_1") == pid
+        assert store.payment_id_by_refund("simpsp", "pi_look") is None  # the authorize's reference
+
+
+# -- audit, chargebacks, cases -------------------------------------------------------------------
+
+
+def test_a_webhook_is_kept_once_per_provider_event(h: StoreHarness) -> None:
+    """A provider event id is recorded once (a second delivery is False) and is then seen, for its
+    provider only; facts without an event id (answers, lookups) are all kept."""
+    fact = {"source": "webhook", "fact_type": "intent", "payment_id": None, "operation_id": None}
+    with h.transaction() as store:
+        assert not store.webhook_seen("simpsp", "evt_1")
+        assert store.record_fact(provider="simpsp", provider_event_id="evt_1", outcome="applied", **fact)
+        assert not store.record_fact(
+            provider="simpsp", provider_event_id="evt_1", outcome="duplicate", **fact
+        )
+    with h.transaction() as store:
+        assert store.webhook_seen("simpsp", "evt_1") and not store.webhook_seen("other", "evt_1")
+        answer = {**fact, "source": "response", "provider_event_id": None, "outcome": "stale"}
+        assert store.record_fact(provider="simpsp", **answer) and store.record_fact(
+            provider="simpsp", **answer
+        )
+
+
+def test_a_chargeback_is_recorded_once_per_dispute(h: StoreHarness) -> None:
+    """One chargeback per provider dispute: the same dispute under another chargeback id, or the
+    same chargeback id, records nothing more."""
+    pid = h.create().payment.payment_id
+    dispute = {
+        "payment_id": pid,
+        "provider": "simpsp",
+        "amount_minor": 500,
+        "currency": "EUR",
+        "reason": None,
+    }
+    with h.transaction() as store:
+        assert store.insert_chargeback(chargeback_id="cb_1", provider_dispute_id="dp_1", **dispute)
+    with h.transaction() as store:
+        assert not store.insert_chargeback(chargeback_id="cb_2", provider_dispute_id="dp_1", **dispute)
+        assert not store.insert_chargeback(chargeback_id="cb_1", provider_dispute_id="dp_2", **dispute)
+        assert store.insert_chargeback(chargeback_id="cb_3", provider_dispute_id="dp_3", **dispute)
+
+
+def test_a_case_opens_once_per_payment_operation_and_kind(h: StoreHarness) -> None:
+    """However often asked; no operation and an empty one are the same subject."""
+    with h.transaction() as store:
+        assert store.open_case("pay_1", None, "provider_conflict", "x" * 3000)
+        assert not store.open_case("pay_1", "", "provider_conflict", "again")
+        assert store.open_case("pay_1", "op_1", "provider_conflict", "another operation")
+        assert store.open_case("pay_1", "op_1", "unknown_unresolved", "another kind")
+    with h.transaction() as store:
+        assert not store.open_case("pay_1", "op_1", "unknown_unresolved", "again")
+
+
+# -- the executor's claims, leases and schedule -------------------------------------------------
+
+
+def test_a_claim_takes_due_operations_earliest_first_up_to_its_limit(h: StoreHarness) -> None:
+    """Never more than ``limit``, earliest next attempt first; a live lease is not taken again; a
+    released operation is due after its delay, in the order the delays give."""
+    ops = []
+    for _ in range(3):
+        ops.append(h.create().operations[0].operation_id)
+        h.wait(2)
+    assert h.claim("w1", limit=2) == ops[:2]
+    assert h.claim("w2", limit=10) == ops[2:]
+    assert h.claim("w3") == []
+    with h.transaction() as store:
+        store.release(ops[0], "w1", 300)
+        store.release(ops[1], "w1", 100)
+        store.release(ops[2], "w2", 200)
+    assert h.claim("w3") == []
+    h.wait(400)
+    assert h.claim("w3", limit=2) == [ops[1], ops[2]]
+    assert h.claim("w4", limit=2) == [ops[0]]
+
+
+def test_two_claimers_racing_never_both_win(h: StoreHarness) -> None:
+    """Two workers claim at the same moment: every due operation goes to exactly one of them."""
+    ops = {h.create().operations[0].operation_id for _ in range(12)}
+    start = threading.Barrier(2)
+    won: dict[str, list[str]] = {}
+
+    def claim(worker: str) -> None:
+        start.wait(5)
+        won[worker] = h.claim(worker, limit=12)
+
+    threads = [threading.Thread(target=claim, args=(w,)) for w in ("w1", "w2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not set(won["w1"]) & set(won["w2"])
+    assert set(won["w1"]) | set(won["w2"]) == ops
+
+
+def test_an_expired_lease_is_claimable_again_and_its_old_holder_loses_the_operation(h: StoreHarness) -> None:
+    """After the lease another worker takes the operation; the old holder can then neither start a
+    call, count a lookup nor release it."""
+    (op_id,) = [op.operation_id for op in h.create().operations]
+    assert h.claim("w1", lease_ms=50) == [op_id]
+    h.wait(120)
+    assert h.claim("w2") == [op_id]
+    with h.transaction() as store:
+        assert not store.start_call(op_id, "w1") and not store.count_lookup(op_id, "w1")
+        store.release(op_id, "w1", 0)
+    assert h.claim("w3") == []  # still w2's
+    with h.transaction() as store:
+        assert store.start_call(op_id, "w2")
+
+
+def test_the_bookkeeping_counts_calls_and_lookups_and_marks_unknown(h: StoreHarness) -> None:
+    """A started call is in flight and counted; UNKNOWN clears the marker (only while open); a
+    lookup is counted; a release ends the claim (due again at once with no delay); the metrics
+    count open operations by status."""
+    state = h.create()
+    op_id = state.operations[0].operation_id
+    h.claim("w1")
+    with h.transaction() as store:
+        assert store.start_call(op_id, "w1")
+    assert (h.op(state).attempts, h.op(state).call_in_flight) == (1, True)
+    with h.transaction() as store:
+        store.mark_unknown(op_id, "timeout " * 40)
+        assert store.count_lookup(op_id, "w1")
+        store.release(op_id, "w1", 0)
+        stats = store.open_operations()
+    op = h.op(state)
+    assert (op.status, op.unknown_reason, op.attempts, op.call_in_flight) == (
+        OperationStatus.UNKNOWN, ("timeout " * 40)[:200], 2, False,
+    )  # fmt: skip
+    assert (stats.pending, stats.unknown) == (0, 1) and stats.oldest_unknown_s >= 0
+    assert h.claim("w2") == [op_id]
+    resolved = h.authorized(h.create())
+    with h.transaction() as store:
+        store.mark_unknown(resolved.operations[0].operation_id, "late")
+        assert not store.start_call(resolved.operations[0].operation_id, "w2")
+    assert h.op(resolved).status == OperationStatus.SUCCEEDED
+
+
+def test_old_keys_are_pruned_in_bounded_batches(h: StoreHarness) -> None:
+    """Keys older than the retention go, at most ``batch_max`` per call; newer keys and the
+    payments stay."""
+    old = [h.create() for _ in range(3)]
+    h.wait(1_100)
+    new = h.create()
+    with h.transaction() as store:
+        assert store.prune_idempotency_keys(1, 2) == 2
+    with h.transaction() as store:
+        assert store.prune_idempotency_keys(1, 2) == 1
+        assert store.prune_idempotency_keys(1, 2) == 0
+        key = f"k-{new.payment.payment_id}"
+        assert store.claim_idempotency_key("m1", "create", key, "d", None) is not None
+        assert all(store.load_state(s.payment.payment_id) is not None for s in old)
+
+
+# -- transactions ---------------------------------------------------------------------------------
+
+
+def test_events_and_changes_commit_with_their_transaction_or_not_at_all(h: StoreHarness) -> None:
+    """Published events appear once their transaction commits, in order; a transaction that raises
+    leaves no payment, key, case, fact or event behind."""
+    pid = h.create().payment.payment_id
+    with h.transaction() as store:
+        store.publish(pid, [OutEvent("PaymentRequiresAction", requires_action_body(pid))])
+        store.publish(pid, [])
+    failed = new_payment_state()
+    with pytest.raises(RuntimeError), h.transaction() as store:
+        store.create_with_key("k-rolled-back", "d", failed, 201, {})
+        store.open_case(pid, None, "provider_conflict", "x")
+        store.record_fact(
+            provider="simpsp", provider_event_id="evt_rb", source="webhook", fact_type="intent",
+            payment_id=pid, operation_id=None, outcome="applied",
+        )  # fmt: skip
+        store.publish(pid, [OutEvent("PaymentRequiresAction", requires_action_body(pid))])
+        raise RuntimeError("the handler failed")
+    assert h.published() == [(pid, "PaymentRequiresAction")]
+    with h.transaction() as store:
+        assert store.load_state(failed.payment.payment_id) is None
+        assert store.claim_idempotency_key("m1", "create", "k-rolled-back", "d", None) is None
+        assert store.open_case(pid, None, "provider_conflict", "x")
+        assert not store.webhook_seen("simpsp", "evt_rb")
