@@ -13,7 +13,7 @@ export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:9092
 PYTEST_ARGS ?=
 
 .PHONY: help install up down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
-	bench-webhooks bench-ledger bench-sims demo demo-backbone schemas-lock clean
+	bench-webhooks bench-ledger bench-recon bench-sims demo demo-backbone schemas-lock clean
 
 help:
 	@echo "make install         virtualenv + pinned Python packages (PyPI only)"
@@ -27,6 +27,7 @@ help:
 	@echo "make bench-api       payment-state create/status latency under 500 creates/s"
 	@echo "make bench-webhooks  webhook gateway ingest rate and p99"
 	@echo "make bench-ledger    journals/s through the ledger consumer"
+	@echo "make bench-recon     the three-way match of one synthetic business date (BENCH_PAYMENTS=1000000)"
 	@echo "make bench-sims      the simulators' own throughput"
 	@echo "make demo            card deposits end to end through every service and both simulators, with faults"
 	@echo "make demo-backbone   the backbone alone under faults (the probe service)"
@@ -89,6 +90,9 @@ bench-webhooks: up
 
 bench-ledger: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/ledger/bench/bench_ledger.py
+
+bench-recon: up
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/reconciler/bench/bench_recon.py
 
 bench-sims: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) services/mt5_sim/bench/bench_balance.py

@@ -133,8 +133,10 @@ CREATE INDEX runs_date ON runs (business_date, id);
 -- at most one running run per date (with the advisory lock; a crashed run is marked failed first)
 CREATE UNIQUE INDEX runs_one_running ON runs (business_date) WHERE status = 'running';
 
+-- The per-run tables (deals, matches, findings) name their run without a foreign key: a run row is
+-- never deleted, and the check would cost a trigger call per row on a million-row day.
 CREATE TABLE mt5_deals (
-  run_id  bigint  NOT NULL REFERENCES runs (id),
+  run_id  bigint  NOT NULL,
   ticket  bigint  NOT NULL,
   login   bigint  NOT NULL,
   action  integer NOT NULL,
@@ -152,16 +154,16 @@ CREATE TABLE currency_exponents (
 
 -- One row per matched pair and layer; a record takes part in at most one match per layer and run.
 CREATE TABLE matches (
-  run_id    bigint NOT NULL REFERENCES runs (id),
+  run_id    bigint NOT NULL,
   layer     text   NOT NULL CHECK (layer IN ('settlement_fact', 'capture_credit', 'operation_deal', 'fact_journal', 'batch_deposit')),
-  left_key  text   NOT NULL,
-  right_key text   NOT NULL,
+  left_key  text   COLLATE "C" NOT NULL,  -- keys compare byte-wise: sorts and unique checks stay cheap
+  right_key text   COLLATE "C" NOT NULL,
   UNIQUE (run_id, layer, left_key),
   UNIQUE (run_id, layer, right_key)
 );
 
 CREATE TABLE findings (
-  run_id     bigint NOT NULL REFERENCES runs (id),
+  run_id     bigint NOT NULL,
   case_key   text   NOT NULL,
   case_class text   NOT NULL,
   summary    text   NOT NULL,

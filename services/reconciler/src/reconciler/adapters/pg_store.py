@@ -9,7 +9,7 @@ blocks the date; the next run marks the crashed run's row ``failed``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
 from typing import Any, Final
@@ -17,7 +17,7 @@ from typing import Any, Final
 import psycopg
 from backbone.money import currency_exponents as known_exponents
 from backbone.outbox import OutboxWriter
-from sqlalchemy import Connection, Engine, and_, create_engine, func, select, text, update
+from sqlalchemy import Connection, Engine, Table, and_, create_engine, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 
 from reconciler.adapters.matching import match_all
@@ -162,13 +162,9 @@ class PgReconStore:
                 .returning(imports.c.id)
             ).scalar_one()
             if report.report_type == "settlement":
-                values = [_settlement_values(import_id, r) for r in report.settlement]
-                table = settlement_rows
+                _copy(conn, settlement_rows, (_settlement_values(import_id, r) for r in report.settlement))
             else:
-                values = [_bank_values(import_id, r) for r in report.bank]
-                table = bank_rows
-            for start in range(0, len(values), INSERT_CHUNK):
-                conn.execute(insert(table), values[start : start + INSERT_CHUNK])
+                _copy(conn, bank_rows, (_bank_values(import_id, r) for r in report.bank))
             return Imported(import_id, version, report.row_count, changes)
 
     def _changes(self, conn: Connection, previous_id: int, report: ParsedReport) -> dict[str, Any]:
@@ -270,7 +266,7 @@ class PgReconStore:
             )
 
     def save_deals(self, run_id: int, deals: Sequence[Deal]) -> None:
-        values = [
+        rows = (
             {
                 "run_id": run_id,
                 "ticket": d.ticket,
@@ -281,10 +277,9 @@ class PgReconStore:
                 "time_ms": d.time_ms,
             }
             for d in deals
-        ]
+        )
         with self._engine.begin() as conn:
-            for start in range(0, len(values), INSERT_CHUNK):
-                conn.execute(insert(mt5_deals).on_conflict_do_nothing(), values[start : start + INSERT_CHUNK])
+            _copy(conn, mt5_deals, rows)
 
     def match(self, params: MatchParams) -> tuple[dict[str, int], list[Finding]]:
         with self._engine.begin() as conn:
@@ -506,6 +501,18 @@ class PgReconStore:
         found.pop("evidence_digest", None)
         found["history"] = history
         return found
+
+
+def _copy(conn: Connection, table: Table, rows: Iterable[dict[str, Any]]) -> None:
+    """Bulk insert with COPY on the transaction's own psycopg connection (an import of a million
+    rows is one statement, not a million)."""
+    columns = [c.name for c in table.columns]
+    raw = conn.connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
+    with raw.cursor() as cur, cur.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(tuple(row[c] for c in columns))
 
 
 def _opened(case_id: int, business_date: date, f: Finding) -> dict[str, Any]:
