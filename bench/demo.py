@@ -14,12 +14,17 @@ fresh databases and a fresh topic namespace. Five deposits from a broker's serve
      booked through fx_clearing so nothing stays pending in either currency).
 
 Then it prints payments, credits, MT5 deals and journals, and checks the promises: one deal per
-credit reference, every payment's journals balanced, the ledger's hash chain intact. Exit 0 only if
-every promise held.
+credit reference, every payment's journals balanced, the ledger's hash chain intact. It ends with
+the day's reconciliation (``python -m reconciler run``: the PSP's reports from its API, MT5's deals
+from the Web API, the three-way match): clean first, then with four discrepancies injected through
+the simulators' control APIs (a dispute whose webhook is dropped, a wrong settlement amount, an extra
+deal with our reference, a deal without a comment), each printed as a case. Exit 0 only if every
+promise held.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -158,23 +163,90 @@ def verify_chain(system: System) -> list[str]:
     return [] if result.returncode == 0 else ["ledger hash chain broken"]
 
 
+EXPECTED_CASES = [
+    "amount_mismatch",  # the wrong settlement amount
+    "bank_deposit_different",  # ... so its payout batch no longer sums to what the bank received
+    "deal_without_record",  # the extra deal with our reference
+    "deal_without_reference",  # the deal without a comment
+    "external_only",  # the dispute payment-state never heard of (its webhook was dropped)
+]
+
+
+def _print_run(title: str, result: dict[str, Any]) -> None:
+    run = f"run {result['run_id']} of {result['business_date']}"
+    print(f"\n== reconciliation {title}: {run}: {result['status']}")
+    for problem in result["problems"]:
+        print(f"  incomplete: {problem}")
+    counts = result["counts"]
+    print(
+        f"  matched: {counts.get('settlement_rows_matched', 0)} settlement rows, "
+        f"{counts.get('captures_credited', 0)} captures credited, "
+        f"{counts.get('operations_with_deal', 0)} MT5 operations with their deal; "
+        f"cases opened {result['cases']['opened']}"
+    )
+    for f in result["findings"]:
+        print(f"  case {f['case_class']:<24} {f['severity']:<6} {f['summary']}")
+
+
+def reconcile(system: System, deposits: list[Deposit]) -> list[str]:
+    """The day's three-way match, clean; then with discrepancies injected, each found as a case."""
+    assert system.mt5 is not None
+    day = dt.datetime.now(dt.UTC).date().isoformat()
+    journals = sum(len(system.journals(d.payment_id)) for d in deposits)
+    wait_until(lambda: _recon_journals(system) >= journals, 60, "the reconciler's read models")
+    clean = system.reconcile(day)
+    _print_run("of the day", clean)
+    broken = [] if clean["status"] == "clean" else [f"the day did not reconcile clean: {clean['findings']}"]
+    first = system.payment(deposits[0].payment_id)["provider_payment_id"]
+    system.psp_fault(kind="webhook_drop", event_type="charge.dispute.created", count=1)
+    system.http("POST", f"{system.urls.psp_control}/control/payment_intents/{first}/dispute", {})
+    system.http(
+        "POST",
+        f"{system.urls.psp_control}/control/reports/discrepancies",
+        {
+            "business_date": day,
+            "kind": "wrong_amount",
+            "reference": deposits[2].payment_id,
+            "amount_delta_minor": 100,
+        },
+    )
+    system.mt5.control.add_deals(deposits[1].login, "12.34", "dep:999999")
+    system.mt5.control.add_deals(deposits[1].login, "5.00", "")
+    found = system.reconcile(day)
+    _print_run("with four injected discrepancies", found)
+    classes = sorted(f["case_class"] for f in found["findings"])
+    if classes != EXPECTED_CASES:
+        broken.append(f"reconciliation found {classes}, expected {EXPECTED_CASES}")
+    return broken
+
+
+def _recon_journals(system: System) -> int:
+    import psycopg  # noqa: PLC0415
+
+    with psycopg.connect(system.dbs["reconciler"]) as conn:
+        row = conn.execute("SELECT count(*) FROM journals").fetchone()
+    return int(row[0]) if row else 0
+
+
 def main() -> int:
     started = time.monotonic()
     stack = discover()
     workdir = Path(mkdtemp(prefix="demo-"))
     print(f"demo: stack from {stack.source}: Kafka {stack.kafka_bootstrap}; process logs in {workdir}")
-    with System(stack, workdir).start() as system:
+    with System(stack, workdir, with_reconciler=True).start() as system:
         print(
             f"demo: {len(system.procs)} service processes + 2 simulators up (topic namespace {system.prefix})"
         )
         deposits = run_deposits(system)
         broken = report(system, deposits) + verify_chain(system)
+        broken += reconcile(system, deposits)
     elapsed = time.monotonic() - started
     if broken:
         print(f"\ndemo: FAILED after {elapsed:.0f}s: " + "; ".join(broken))
         return 1
     print(
-        "\ndemo: every promise held (one MT5 deal per reference, balanced journals, chain intact)"
+        "\ndemo: every promise held (one MT5 deal per reference, balanced journals, chain intact,"
+        " the day reconciled clean and every injected discrepancy found as a case)"
         f" in {elapsed:.0f}s"
     )
     return 0

@@ -13,6 +13,7 @@ version of the file has the same key, which is how versions are compared.
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Final, Literal
 
-from backbone.money import currency_exponent
+from backbone.money import currency_exponents
 
 ReportType = Literal["settlement", "bank_deposits"]
 REPORT_TYPES: Final = ("settlement", "bank_deposits")
@@ -51,6 +52,7 @@ BANK_COLUMNS: Final = (
 )
 ROW_TYPES: Final = ("charge", "refund", "dispute")
 AMOUNT_ABS_MAX: Final = 10**15
+_KNOWN: Final = frozenset(currency_exponents())
 
 
 class ReportRefused(ValueError):
@@ -128,8 +130,11 @@ def parse_report(provider: str, report_type: ReportType, business_date: date, da
     seen: set[str] = set()
     if report_type == "settlement":
         settlement = []
+        day = business_date.isoformat()
         for n, raw in enumerate(rows[1:], start=2):
-            row = _settlement_row(provider, business_date, n, _fields(n, raw, columns))
+            row = _settlement_fast(provider, day, n, raw) or _settlement_row(
+                provider, business_date, n, _fields(n, raw, columns)
+            )
             _once(n, row.balance_transaction_id, seen)
             settlement.append(row)
         return ParsedReport(provider, report_type, business_date, digest, settlement=tuple(settlement))
@@ -175,13 +180,23 @@ def _int(line: int, f: dict[str, str], name: str) -> int:
 
 def _currency(line: int, f: dict[str, str]) -> str:
     code = f["currency"].strip()
+    if code in _KNOWN:
+        return code
     if len(code) != 3 or not code.isascii() or not code.isupper():
         raise ReportRefused(line, f"currency={code!r} is not an ISO 4217 code")
+    raise ReportRefused(line, f"currency={code!r} is not a currency we know")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _epoch_ms(text: str) -> int | None:
+    """``YYYY-MM-DDTHH:MM:SSZ`` (or with an offset) as epoch ms; rows of one second share it."""
     try:
-        currency_exponent(code)
+        parsed = datetime.fromisoformat(text)
     except ValueError:
-        raise ReportRefused(line, f"currency={code!r} is not a currency we know") from None
-    return code
+        return None
+    if parsed.tzinfo is None or "T" not in text:
+        return None
+    return int(parsed.timestamp() * 1000)
 
 
 def _date(line: int, f: dict[str, str], name: str) -> date:
@@ -195,6 +210,51 @@ def _same_date(line: int, f: dict[str, str], business_date: date) -> None:
     found = _date(line, f, "business_date")
     if found != business_date:
         raise ReportRefused(line, f"business_date {found} is not the report's date {business_date}")
+
+
+def _plain_int(text: str) -> int | None:
+    digits = text[1:] if text[:1] == "-" else text
+    if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 15:
+        return None
+    return int(text)
+
+
+def _settlement_fast(provider: str, day: str, line: int, raw: list[str]) -> SettlementRow | None:  # noqa: PLR0911
+    """The common, well-formed row without the per-field checks' overhead (a million rows a day).
+    It accepts only rows ``_settlement_row`` accepts and builds the same value; anything unusual
+    (None) goes to ``_settlement_row``, which is the rule and names the problem."""
+    if len(raw) != len(SETTLEMENT_COLUMNS) or raw[0] != day:
+        return None
+    _, txn_id, row_type, intent, source, reference, source_ref, currency, g, f, n, batch, created = raw
+    for text in (txn_id, intent, source, batch, reference, source_ref):
+        if len(text) > 200 or text != text.strip():
+            return None
+    if not (txn_id and intent and source and batch) or currency not in _KNOWN:
+        return None
+    gross, fee, net = _plain_int(g), _plain_int(f), _plain_int(n)
+    if gross is None or fee is None or net is None or fee < 0 or net != gross - fee:
+        return None
+    if not ((row_type == "charge" and gross > 0) or (row_type in ("refund", "dispute") and gross < 0)):
+        return None
+    created_ms = _epoch_ms(created) if created == created.strip() else None
+    if created_ms is None:
+        return None
+    return SettlementRow(
+        line,
+        f"{provider}|settlement|{txn_id}",
+        txn_id,
+        row_type,
+        intent,
+        source,
+        reference or None,
+        source_ref or None,
+        currency,
+        gross,
+        fee,
+        net,
+        batch,
+        created_ms,
+    )
 
 
 def _settlement_row(provider: str, business_date: date, line: int, f: dict[str, str]) -> SettlementRow:
@@ -211,10 +271,9 @@ def _settlement_row(provider: str, business_date: date, line: int, f: dict[str, 
         raise ReportRefused(line, f"fee_minor={fee} is negative")
     if net != gross - fee:
         raise ReportRefused(line, f"net_minor {net} is not gross_minor - fee_minor ({gross - fee})")
-    try:
-        created = datetime.strptime(f["created_at"].strip(), "%Y-%m-%dT%H:%M:%S%z")
-    except ValueError:
-        raise ReportRefused(line, f"created_at={f['created_at']!r} is not an ISO 8601 UTC time") from None
+    created_ms = _epoch_ms(f["created_at"].strip())
+    if created_ms is None:
+        raise ReportRefused(line, f"created_at={f['created_at']!r} is not an ISO 8601 time with its zone")
     txn_id = _text(line, f, "balance_transaction_id")
     return SettlementRow(
         line_no=line,
@@ -230,7 +289,7 @@ def _settlement_row(provider: str, business_date: date, line: int, f: dict[str, 
         fee_minor=fee,
         net_minor=net,
         payout_batch_id=_text(line, f, "payout_batch_id"),
-        created_at_ms=int(created.timestamp() * 1000),
+        created_at_ms=created_ms,
     )
 
 
