@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -74,3 +75,15 @@ class RunSettings:
     require_bank: bool = setting(
         "RECON_REQUIRE_BANK", True, doc="a run without the bank-deposit file is incomplete"
     )
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    tokens_file: Path = setting(
+        "RECON_API_TOKENS_FILE",
+        doc="lines '<principal> <permission,...> sha256:<hex of the token>'; recon:read, recon:work",
+    )
+    http_host: str = setting("RECON_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
+    http_port: int = setting("RECON_HTTP_PORT", 8085)
+    page_size_max: int = setting("RECON_PAGE_SIZE_MAX", 500, doc="largest page of runs or cases")
+    metrics_interval_s: int = setting("RECON_METRICS_INTERVAL_S", 15, doc="how often the gauges are read")

@@ -41,7 +41,7 @@ from ledger.application.settlement import (
 )
 from ledger.bootstrap import outbox_writer
 from ledger.domain.accounts import CHART, AccountKey
-from ledger.entrypoints.auth import Caller, Tokens
+from ledger.entrypoints.auth import PERMISSIONS, Caller, Tokens
 from ledger.settings import SERVICE_NAME, ApiSettings, LedgerSettings
 
 log = get_logger(__name__)
@@ -295,6 +295,6 @@ def serve(api: ApiSettings, ledger: LedgerSettings) -> None:
     """Run until SIGTERM/SIGINT (aiohttp finishes the requests in flight, then the pool closes)."""
     configure_logging(SERVICE_NAME)
     health = Health.configured()
-    service = LedgerApi(api, ledger, Tokens.load(api.tokens_file), health)
+    service = LedgerApi(api, ledger, Tokens.load(api.tokens_file, PERMISSIONS), health)
     log.info("api.starting", host=api.http_host, port=api.http_port)
     web.run_app(service.app(), host=api.http_host, port=api.http_port, access_log=None, print=None)

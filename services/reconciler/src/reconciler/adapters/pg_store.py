@@ -18,7 +18,7 @@ import psycopg
 from backbone.money import currency_exponents as known_exponents
 from backbone.outbox import OutboxWriter
 from sqlalchemy import Connection, Engine, Table, and_, create_engine, func, select, text, update
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.dialects.postgresql import distinct_on, insert
 
 from reconciler.adapters.matching import match_all
 from reconciler.adapters.tables import (
@@ -463,6 +463,72 @@ class PgReconStore:
             query = query.where(and_(*conditions))
         with self._engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(query)]
+
+    def ping(self) -> None:
+        with self._engine.connect() as conn:
+            conn.execute(select(1))
+
+    def acknowledge(self, case_id: int, actor: str, note: str) -> str | None:
+        """open → acknowledged, with who and why in the history; the case's status after (None: no
+        such case). Acknowledging an acknowledged or resolved case changes nothing."""
+        with self._engine.begin() as conn:
+            status = conn.execute(
+                select(cases.c.status).where(cases.c.id == case_id).with_for_update()
+            ).scalar()
+            if status is None:
+                return None
+            if status != CaseStatus.OPEN.value:
+                return str(status)
+            conn.execute(
+                update(cases)
+                .where(cases.c.id == case_id)
+                .values(status=CaseStatus.ACKNOWLEDGED.value, updated_at=func.now())
+            )
+            self._history(conn, case_id, "acknowledged", None, note, actor)
+            return CaseStatus.ACKNOWLEDGED.value
+
+    def gauges(self, days: int = 7) -> dict[str, Any]:
+        """What the alerts read (seed 002 §6.1): open cases by class and severity, the oldest open
+        case's age, and per business date of the last ``days``: the last successful run, the last
+        run's duration, the incomplete or failed runs."""
+        with self._engine.connect() as conn:
+            open_by = conn.execute(
+                select(cases.c.case_class, cases.c.severity, func.count())
+                .where(cases.c.status != CaseStatus.RESOLVED.value)
+                .group_by(cases.c.case_class, cases.c.severity)
+            ).all()
+            oldest = conn.execute(
+                select(func.extract("epoch", func.now() - func.min(cases.c.opened_at))).where(
+                    cases.c.status != CaseStatus.RESOLVED.value
+                )
+            ).scalar()
+            recent = runs.c.started_at > func.now() - text(f"interval '{int(days)} days'")
+            per_date = conn.execute(
+                select(
+                    runs.c.business_date,
+                    func.max(func.extract("epoch", runs.c.finished_at)).filter(
+                        runs.c.status.in_(["clean", "discrepancies"])
+                    ),
+                    func.count().filter(runs.c.status.in_(["incomplete", "failed"])),
+                )
+                .where(recent)
+                .group_by(runs.c.business_date)
+            ).all()
+            durations = conn.execute(
+                select(
+                    runs.c.business_date,
+                    func.extract("epoch", runs.c.finished_at - runs.c.started_at),
+                )
+                .where(recent, runs.c.finished_at.is_not(None))
+                .ext(distinct_on(runs.c.business_date))
+                .order_by(runs.c.business_date, runs.c.id.desc())
+            ).all()
+        return {
+            "open": [(c, s, int(n)) for c, s, n in open_by],
+            "oldest_open_s": float(oldest) if oldest is not None else 0.0,
+            "dates": [(str(d), float(ok) if ok is not None else None, int(bad)) for d, ok, bad in per_date],
+            "durations": [(str(d), float(s)) for d, s in durations],
+        }
 
     def case(self, case_id: int) -> dict[str, Any] | None:
         with self._engine.connect() as conn:

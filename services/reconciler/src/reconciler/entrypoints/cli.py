@@ -1,5 +1,6 @@
 """``python -m reconciler <command>``: every process and operator tool of the reconciler (typer + rich).
 
+    api                             the HTTP API (port 8085): runs, cases, acknowledge, gauges
     consume                         the idempotent consumer feeding the read models
     relay                           the outbox relay (CaseOpened / CaseResolved)
     migrate                         the backbone's and the reconciler's migrations on DATABASE_URL
@@ -51,7 +52,7 @@ from reconciler.bootstrap import (
 )
 from reconciler.domain.reports import ReportRefused, ReportType
 from reconciler.entrypoints.consumer import consumer_environ, run_consumer
-from reconciler.settings import SERVICE_NAME, ReconSettings, RunSettings
+from reconciler.settings import SERVICE_NAME, ApiSettings, ReconSettings, RunSettings
 
 MIGRATIONS: Final = Path(__file__).resolve().parents[3] / "migrations"
 EXIT_FOR_STATUS: Final = {"clean": 0, "discrepancies": 1, "incomplete": 3, "failed": 3}
@@ -101,6 +102,20 @@ def relay() -> None:
     """The outbox relay (CaseOpened / CaseResolved)."""
     os.environ.setdefault("SERVICE_NAME", SERVICE_NAME)
     run_relay_from_env()
+
+
+@app.command()
+def api() -> None:
+    """The HTTP API: runs and cases (recon:read), acknowledge (recon:work), the alerts' gauges."""
+    settings = _settings()
+    try:
+        api_settings = load_settings(ApiSettings)
+    except SettingsError as exc:
+        err.print(str(exc))
+        raise typer.Exit(2) from None
+    from reconciler.entrypoints.api import serve  # noqa: PLC0415 - aiohttp only for this process
+
+    serve(api_settings, recon_store(settings))
 
 
 @app.command(name="migrate")
