@@ -5,6 +5,7 @@
 -- the findings of each run and the case queue.
 
 CREATE TABLE money_facts (
+  id                 bigint      GENERATED ALWAYS AS IDENTITY UNIQUE,  -- what matches refer to
   source_key         text        PRIMARY KEY,  -- the ledger reference: capture:<op>, refund:<id>, chargeback:<id>
   kind               text        NOT NULL CHECK (kind IN ('capture', 'refund', 'chargeback')),
   payment_id         text        NOT NULL,
@@ -23,6 +24,7 @@ CREATE INDEX money_facts_provider_object ON money_facts (provider, kind, provide
 CREATE INDEX money_facts_payment ON money_facts (payment_id);
 
 CREATE TABLE mt5_operations (
+  id                   bigint  GENERATED ALWAYS AS IDENTITY UNIQUE,
   source_key           text    PRIMARY KEY,  -- mt5-credit:<id> | mt5-debit:<id>
   kind                 text    NOT NULL CHECK (kind IN ('credit', 'debit')),
   row_id               bigint  NOT NULL,
@@ -71,6 +73,7 @@ CREATE TABLE imports (
 );
 
 CREATE TABLE settlement_rows (
+  id                     bigint  GENERATED ALWAYS AS IDENTITY UNIQUE,
   import_id              bigint  NOT NULL REFERENCES imports (id),
   source_key             text    NOT NULL,
   line_no                integer NOT NULL,
@@ -153,13 +156,15 @@ CREATE TABLE currency_exponents (
 );
 
 -- One row per matched pair and layer; a record takes part in at most one match per layer and run.
+-- Records are named by their bigint ids (settlement_rows.id, money_facts.id, mt5_operations.id,
+-- mt5_deals.ticket): a million-row day's unique checks on integers, not on text keys.
 CREATE TABLE matches (
-  run_id    bigint NOT NULL,
-  layer     text   NOT NULL CHECK (layer IN ('settlement_fact', 'capture_credit', 'operation_deal', 'fact_journal', 'batch_deposit')),
-  left_key  text   COLLATE "C" NOT NULL,  -- keys compare byte-wise: sorts and unique checks stay cheap
-  right_key text   COLLATE "C" NOT NULL,
-  UNIQUE (run_id, layer, left_key),
-  UNIQUE (run_id, layer, right_key)
+  run_id   bigint NOT NULL,
+  layer    text   NOT NULL CHECK (layer IN ('settlement_fact', 'capture_credit', 'operation_deal')),
+  left_id  bigint NOT NULL,
+  right_id bigint NOT NULL,
+  UNIQUE (run_id, layer, left_id),
+  UNIQUE (run_id, layer, right_id)
 );
 
 CREATE TABLE findings (

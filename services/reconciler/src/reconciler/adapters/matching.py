@@ -51,7 +51,7 @@ BALANCE_ACTION = 2
 
 # Where a record sits (which run read it, which import version holds it, on which line) is not
 # evidence: the same discrepancy found by another run must have the same evidence digest.
-_NOT_EVIDENCE = ("run_id", "import_id", "line_no")
+_NOT_EVIDENCE = ("id", "run_id", "import_id", "line_no")
 
 
 def _row_json(table: Any) -> ColumnElement[Any]:
@@ -75,14 +75,14 @@ def _pair(conn: Connection, p: MatchParams, layer: str, pairs: Select[Any]) -> i
     ranked = select(
         q.c[0].label("run_id"),
         q.c[1].label("layer"),
-        left.label("left_key"),
-        right.label("right_key"),
+        left.label("left_id"),
+        right.label("right_id"),
         func.row_number().over(partition_by=right, order_by=left).label("rank"),
     ).subquery("ranked")
-    winners = select(ranked.c.run_id, ranked.c.layer, ranked.c.left_key, ranked.c.right_key).where(
+    winners = select(ranked.c.run_id, ranked.c.layer, ranked.c.left_id, ranked.c.right_id).where(
         ranked.c.rank == 1
     )
-    conn.execute(insert(matches).from_select(["run_id", "layer", "left_key", "right_key"], winners))
+    conn.execute(insert(matches).from_select(["run_id", "layer", "left_id", "right_id"], winners))
     conn.execute(text("ANALYZE matches"))  # the next queries anti-join it: let the planner see its size
     return int(
         conn.execute(
@@ -117,7 +117,7 @@ def _candidate(s: Any, f: Any, provider: str) -> ColumnElement[bool]:
 
 def _matched(layer: str, run_id: int, side: str, key: ColumnElement[Any]) -> ColumnElement[bool]:
     m = matches.alias(f"m_{layer}_{side}")
-    column = m.c.left_key if side == "left" else m.c.right_key
+    column = m.c.left_id if side == "left" else m.c.right_id
     return exists().where(m.c.run_id == run_id, m.c.layer == layer, column == key)
 
 
@@ -149,17 +149,17 @@ def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
 def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     s, f = settlement_rows.alias("s"), money_facts.alias("f")
     pairs = (
-        select(literal(p.run_id), literal("settlement_fact"), s.c.source_key, f.c.source_key)
+        select(literal(p.run_id), literal("settlement_fact"), s.c.id, f.c.id)
         .select_from(s.join(f, _candidate(s, f, p.provider)))
         .where(s.c.import_id == p.settlement_import_id)
-        .ext(distinct_on(s.c.source_key))
-        .order_by(s.c.source_key, f.c.source_key)
+        .ext(distinct_on(s.c.id))
+        .order_by(s.c.id, f.c.id)
     )
     # a second row for the same fact loses the race for the fact's unique slot: duplicate_reference
     matched = _pair(conn, p, "settlement_fact", pairs)
     unmatched = and_(
         s.c.import_id == p.settlement_import_id,
-        not_(_matched("settlement_fact", p.run_id, "left", s.c.source_key)),
+        not_(_matched("settlement_fact", p.run_id, "left", s.c.id)),
     )
     has_candidate = exists().where(_candidate(s, f, p.provider))
     evidence_s = func.jsonb_build_object("settlement", _row_json(s))
@@ -199,8 +199,8 @@ def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     )
     m = matches.alias("m")
     pair = s.join(
-        m, and_(m.c.run_id == p.run_id, m.c.layer == "settlement_fact", m.c.left_key == s.c.source_key)
-    ).join(f, f.c.source_key == m.c.right_key)
+        m, and_(m.c.run_id == p.run_id, m.c.layer == "settlement_fact", m.c.left_id == s.c.id)
+    ).join(f, f.c.id == m.c.right_id)
     side_by_side = func.jsonb_build_object("settlement", _row_json(s), "fact", _row_json(f))
     counts["currency_mismatch"] = _finding(
         conn,
@@ -243,7 +243,7 @@ def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     of_date = and_(
         money_facts.c.business_date == p.business_date,
         money_facts.c.provider == p.provider,
-        not_(_matched("settlement_fact", p.run_id, "right", money_facts.c.source_key)),
+        not_(_matched("settlement_fact", p.run_id, "right", money_facts.c.id)),
     )
     counts["internal_only"] = _finding(
         conn,
@@ -277,14 +277,14 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
         f.c.business_date == p.business_date, f.c.kind == "capture", f.c.deposit_reference.is_not(None)
     )
     pairs = (
-        select(literal(p.run_id), literal("capture_credit"), f.c.source_key, o.c.source_key)
+        select(literal(p.run_id), literal("capture_credit"), f.c.id, o.c.id)
         .select_from(f.join(o, and_(o.c.payment_id == f.c.payment_id, o.c.kind == "credit")))
         .where(deposits)
-        .ext(distinct_on(f.c.source_key))
-        .order_by(f.c.source_key, o.c.row_id)
+        .ext(distinct_on(f.c.id))
+        .order_by(f.c.id, o.c.row_id)
     )
     matched = _pair(conn, p, "capture_credit", pairs)
-    uncredited = and_(deposits, not_(_matched("capture_credit", p.run_id, "left", f.c.source_key)))
+    uncredited = and_(deposits, not_(_matched("capture_credit", p.run_id, "left", f.c.id)))
     counts = {"captures_credited": matched}
     counts["not_credited"] = _finding(
         conn,
@@ -308,9 +308,9 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
         select(func.count()).select_from(f).where(uncredited, f.c.occurred_at_ms >= p.settled_before_ms)
     ).scalar_one()
     m = matches.alias("m")
-    pair = f.join(
-        m, and_(m.c.run_id == p.run_id, m.c.layer == "capture_credit", m.c.left_key == f.c.source_key)
-    ).join(o, o.c.source_key == m.c.right_key)
+    pair = f.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "capture_credit", m.c.left_id == f.c.id)).join(
+        o, o.c.id == m.c.right_id
+    )
     counts["credit_amount_mismatch"] = _finding(
         conn,
         p,
@@ -385,16 +385,16 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     ops = o.c.business_date == p.business_date
     run_deals = d.c.run_id == p.run_id
     pairs = (
-        select(literal(p.run_id), literal("operation_deal"), o.c.source_key, func.concat("deal:", d.c.ticket))
+        select(literal(p.run_id), literal("operation_deal"), o.c.id, d.c.ticket)
         .select_from(o.join(d, and_(run_deals, d.c.comment == o.c.comment, d.c.login == o.c.mt5_login)))
         .where(ops)
-        .ext(distinct_on(o.c.source_key))
-        .order_by(o.c.source_key, d.c.ticket)
+        .ext(distinct_on(o.c.id))
+        .order_by(o.c.id, d.c.ticket)
     )
     matched = _pair(conn, p, "operation_deal", pairs)
     counts = {"operations_with_deal": matched}
     any_deal = exists().where(run_deals, d.c.comment == o.c.comment)
-    unmatched = and_(ops, not_(_matched("operation_deal", p.run_id, "left", o.c.source_key)))
+    unmatched = and_(ops, not_(_matched("operation_deal", p.run_id, "left", o.c.id)))
     counts["credit_without_deal"] = _finding(
         conn,
         p,
@@ -456,8 +456,8 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     m, e = matches.alias("m"), currency_exponents.alias("e")
     sign = case((o.c.kind == "credit", 1), else_=-1)
     pair = (
-        o.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "operation_deal", m.c.left_key == o.c.source_key))
-        .join(d, and_(run_deals, func.concat("deal:", d.c.ticket) == m.c.right_key))
+        o.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "operation_deal", m.c.left_id == o.c.id))
+        .join(d, and_(run_deals, d.c.ticket == m.c.right_id))
         .join(e, e.c.currency == o.c.currency)
     )
     counts["deal_amount_mismatch"] = _finding(

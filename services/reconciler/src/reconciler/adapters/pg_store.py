@@ -549,11 +549,12 @@ class PgReconStore:
 
 def _copy(conn: Connection, table: Table, rows: Iterable[tuple[Any, ...]]) -> None:
     """Bulk insert with COPY on the transaction's own psycopg connection (an import of a million
-    rows is one statement, not a million). Rows are tuples in the table's column order."""
+    rows is one statement, not a million). Rows are tuples in the table's column order, without the
+    generated ``id``."""
     raw = conn.connection.driver_connection
     assert isinstance(raw, psycopg.Connection)
-    statement = f"COPY {table.name} ({', '.join(c.name for c in table.columns)}) FROM STDIN"
-    with raw.cursor() as cur, cur.copy(statement) as copy:
+    columns = ", ".join(c.name for c in table.columns if c.name != "id")
+    with raw.cursor() as cur, cur.copy(f"COPY {table.name} ({columns}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
 

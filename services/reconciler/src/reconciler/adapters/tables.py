@@ -10,6 +10,7 @@ metadata = MetaData()
 money_facts = Table(
     "money_facts",
     metadata,
+    Column("id", BigInteger),
     Column("source_key", Text, primary_key=True),
     Column("kind", Text),
     Column("payment_id", Text),
@@ -27,6 +28,7 @@ money_facts = Table(
 mt5_operations = Table(
     "mt5_operations",
     metadata,
+    Column("id", BigInteger),
     Column("source_key", Text, primary_key=True),
     Column("kind", Text),
     Column("row_id", BigInteger),
@@ -74,6 +76,7 @@ imports = Table(
 settlement_rows = Table(
     "settlement_rows",
     metadata,
+    Column("id", BigInteger),
     Column("import_id", BigInteger, primary_key=True),
     Column("source_key", Text, primary_key=True),
     Column("line_no", Integer),
@@ -145,8 +148,8 @@ matches = Table(
     metadata,
     Column("run_id", BigInteger),
     Column("layer", Text),
-    Column("left_key", Text),
-    Column("right_key", Text),
+    Column("left_id", BigInteger),
+    Column("right_id", BigInteger),
 )
 
 findings = Table(
