@@ -181,6 +181,7 @@ def _print_run(title: str, result: dict[str, Any]) -> None:
     print(
         f"  matched: {counts.get('settlement_rows_matched', 0)} settlement rows, "
         f"{counts.get('captures_credited', 0)} captures credited, "
+        f"{counts.get('takebacks_debited', 0)} refunds taken back from MT5, "
         f"{counts.get('operations_with_deal', 0)} MT5 operations with their deal; "
         f"cases opened {result['cases']['opened']}"
     )
@@ -197,6 +198,8 @@ def reconcile(system: System, deposits: list[Deposit]) -> list[str]:
     clean = system.reconcile(day)
     _print_run("of the day", clean)
     broken = [] if clean["status"] == "clean" else [f"the day did not reconcile clean: {clean['findings']}"]
+    if clean["counts"].get("takebacks_debited") != 2:
+        broken.append(f"expected both refunds matched to their MT5 debits: {clean['counts']}")
     first = system.payment(deposits[0].payment_id)["provider_payment_id"]
     system.psp_fault(kind="webhook_drop", event_type="charge.dispute.created", count=1)
     system.http("POST", f"{system.urls.psp_control}/control/payment_intents/{first}/dispute", {})

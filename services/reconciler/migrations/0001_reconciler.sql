@@ -37,11 +37,13 @@ CREATE TABLE mt5_operations (
   payment_amount_minor bigint,
   payment_currency     char(3),
   fx_rate              text,
+  cause_key            text,  -- a debit's money fact: refund:<refund_id> | chargeback:<chargeback_id>
   occurred_at_ms       bigint  NOT NULL,
   business_date        date    NOT NULL,
   event_id             text    NOT NULL
 );
 CREATE INDEX mt5_operations_date ON mt5_operations (business_date);
+CREATE INDEX mt5_operations_cause ON mt5_operations (cause_key) WHERE cause_key IS NOT NULL;
 CREATE INDEX mt5_operations_payment ON mt5_operations (payment_id);
 
 CREATE TABLE journals (
@@ -160,7 +162,7 @@ CREATE TABLE currency_exponents (
 -- mt5_deals.ticket): a million-row day's unique checks on integers, not on text keys.
 CREATE TABLE matches (
   run_id   bigint NOT NULL,
-  layer    text   NOT NULL CHECK (layer IN ('settlement_fact', 'capture_credit', 'operation_deal')),
+  layer    text   NOT NULL CHECK (layer IN ('settlement_fact', 'capture_credit', 'takeback_debit', 'operation_deal')),
   left_id  bigint NOT NULL,
   right_id bigint NOT NULL,
   UNIQUE (run_id, layer, left_id),

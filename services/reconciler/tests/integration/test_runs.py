@@ -300,3 +300,24 @@ def test_case_events_are_in_the_outbox(world: World) -> None:
     with psycopg.connect(world.url) as conn:
         types = [r[0] for r in conn.execute("SELECT event_type FROM outbox ORDER BY id")]
     assert types == ["CaseOpened", "CaseResolved"]
+
+
+def test_refunds_are_taken_back_from_mt5(world: World) -> None:
+    """A refund of a deposit is matched to its MT5 debit (and the debit to its deal and journal):
+    clean. A refund never taken back is not_debited; a debit of another amount is
+    debit_amount_mismatch (and its deal then differs from nothing: it moved what the debit says)."""
+    made = _clean_day(world, 3)
+    world.refund(made[0], 1, 10_000)
+    world.publish_reports()
+    result = world.run()
+    assert result.status == "clean", result.findings
+    assert result.counts["takebacks_debited"] == 1
+    world.refund(made[1], 2, 5_000, debited=False)
+    world.refund(made[2], 3, 7_000, debit_amount=6_000)
+    world.publish_reports()
+    found = world.run()
+    assert world.classes(found) == ["debit_amount_mismatch", "not_debited"]
+    assert {f.case_key for f in found.findings} == {
+        "not_debited:refund:rf-2",
+        "debit_amount_mismatch:refund:rf-3",
+    }

@@ -131,7 +131,7 @@ def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
     layers: list[tuple[str, Callable[[Connection, MatchParams], dict[str, int]]]] = []
     if p.settlement_import_id is not None:
         layers.append(("settlement", _settlement_layer))
-    layers += [("credits", _credit_layer), ("journals", _journal_layer)]
+    layers += [("credits", _credit_layer), ("takebacks", _takeback_layer), ("journals", _journal_layer)]
     if p.mt5_complete:
         layers.append(("deals", _deal_layer))
     if p.settlement_import_id is not None and p.bank_import_id is not None:
@@ -329,6 +329,84 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 f.c.currency,
             ).label("summary"),
             func.jsonb_build_object("fact", _row_json(f), "credit", _row_json(o)).label("evidence"),
+        )
+        .select_from(pair)
+        .where(
+            o.c.payment_amount_minor.is_not(None),
+            or_(o.c.payment_amount_minor != f.c.amount_minor, o.c.payment_currency != f.c.currency),
+        ),
+    )
+    return counts
+
+
+# -- layer 2b': refunds and chargebacks of deposits <-> MT5 debits -----------------------------------
+
+
+def _takeback_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
+    f, o = money_facts.alias("f"), mt5_operations.alias("o")
+    taken_back = and_(
+        f.c.business_date == p.business_date,
+        f.c.kind.in_(["refund", "chargeback"]),
+        f.c.deposit_reference.is_not(None),
+    )
+    pairs = (
+        select(literal(p.run_id), literal("takeback_debit"), f.c.id, o.c.id)
+        .select_from(f.join(o, and_(o.c.cause_key == f.c.source_key, o.c.kind == "debit")))
+        .where(taken_back)
+        .ext(distinct_on(f.c.id))
+        .order_by(f.c.id, o.c.row_id)
+    )
+    counts = {"takebacks_debited": _pair(conn, p, "takeback_debit", pairs)}
+    undebited = and_(taken_back, not_(_matched("takeback_debit", p.run_id, "left", f.c.id)))
+    counts["not_debited"] = _finding(
+        conn,
+        p,
+        CaseClass.NOT_DEBITED,
+        select(
+            _key(CaseClass.NOT_DEBITED, f.c.source_key).label("case_key"),
+            func.concat(
+                f.c.kind,
+                " ",
+                f.c.source_key,
+                " of deposit ",
+                f.c.deposit_reference,
+                " (",
+                f.c.amount_minor,
+                " ",
+                f.c.currency,
+                ") was never taken back from MT5",
+            ).label("summary"),
+            func.jsonb_build_object("fact", _row_json(f)).label("evidence"),
+        ).where(undebited, f.c.occurred_at_ms < p.settled_before_ms),
+    )
+    counts["debits_in_flight"] = conn.execute(
+        select(func.count()).select_from(f).where(undebited, f.c.occurred_at_ms >= p.settled_before_ms)
+    ).scalar_one()
+    m = matches.alias("m")
+    pair = f.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "takeback_debit", m.c.left_id == f.c.id)).join(
+        o, o.c.id == m.c.right_id
+    )
+    counts["debit_amount_mismatch"] = _finding(
+        conn,
+        p,
+        CaseClass.DEBIT_AMOUNT_MISMATCH,
+        select(
+            _key(CaseClass.DEBIT_AMOUNT_MISMATCH, f.c.source_key).label("case_key"),
+            func.concat(
+                o.c.source_key,
+                " takes back ",
+                o.c.payment_amount_minor,
+                " ",
+                o.c.payment_currency,
+                " of ",
+                f.c.source_key,
+                " (",
+                f.c.amount_minor,
+                " ",
+                f.c.currency,
+                ")",
+            ).label("summary"),
+            func.jsonb_build_object("fact", _row_json(f), "debit", _row_json(o)).label("evidence"),
         )
         .select_from(pair)
         .where(

@@ -20,9 +20,9 @@ _FACT: Final = (
 )
 _OPERATION: Final = (
     "INSERT INTO mt5_operations (source_key, kind, row_id, comment, payment_id, mt5_login, amount_minor,"
-    " currency, deal_ticket, payment_amount_minor, payment_currency, fx_rate, occurred_at_ms,"
+    " currency, deal_ticket, payment_amount_minor, payment_currency, fx_rate, cause_key, occurred_at_ms,"
     " business_date, event_id)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
 )
 _JOURNAL: Final = (
     "INSERT INTO journals (journal_id, reference, payment_id, business_date, balanced, entries, event_id)"
@@ -61,6 +61,7 @@ def _operation(r: Mt5Operation) -> tuple[Any, ...]:
         r.payment_amount_minor,
         r.payment_currency,
         r.fx_rate,
+        r.cause_key,
         r.occurred_at_ms,
         r.business_date,
         r.event_id,

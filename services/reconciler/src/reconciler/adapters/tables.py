@@ -41,6 +41,7 @@ mt5_operations = Table(
     Column("payment_amount_minor", BigInteger),
     Column("payment_currency", Text),
     Column("fx_rate", Text),
+    Column("cause_key", Text),
     Column("occurred_at_ms", BigInteger),
     Column("business_date", Date),
     Column("event_id", Text),

@@ -31,6 +31,8 @@ class CaseClass(StrEnum):
     DUPLICATE_REFERENCE = "duplicate_reference"  # two settlement rows for one provider object
     NOT_CREDITED = "not_credited"  # a captured deposit with no MT5 credit past the grace period
     CREDIT_AMOUNT_MISMATCH = "credit_amount_mismatch"  # the credit pays another amount than captured
+    NOT_DEBITED = "not_debited"  # a refund or chargeback of a deposit never taken back from MT5
+    DEBIT_AMOUNT_MISMATCH = "debit_amount_mismatch"  # the debit takes back another amount
     CREDIT_WITHOUT_DEAL = "credit_without_deal"  # a done credit/debit whose MT5 deal is missing
     DEAL_WITHOUT_RECORD = "deal_without_record"  # a deal with our reference prefix nobody explains
     DEAL_WITHOUT_REFERENCE = "deal_without_reference"  # a balance deal with no reference of ours

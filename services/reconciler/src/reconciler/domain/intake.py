@@ -70,6 +70,7 @@ class Mt5Operation:
     payment_amount_minor: int | None
     payment_currency: str | None
     fx_rate: str | None
+    cause_key: str | None  # a debit's money fact (refund:<id> | chargeback:<id>); None for credits
     occurred_at_ms: int
     business_date: date
     event_id: str
@@ -134,6 +135,8 @@ def _mt5(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -
     credit = info.event_type == "Mt5Credited"
     row_id = int(body["credit_id"] if credit else body["debit_id"])
     payment_amount = body.get("payment_amount_minor")
+    reason = None if credit else str(body["debit_reason"])
+    cause = f"{reason}:{body['source_reference']}" if reason in ("refund", "chargeback") else None
     return Mt5Operation(
         source_key=f"mt5-credit:{row_id}" if credit else f"mt5-debit:{row_id}",
         kind="credit" if credit else "debit",
@@ -147,6 +150,7 @@ def _mt5(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -
         payment_amount_minor=int(payment_amount) if payment_amount is not None else None,
         payment_currency=body.get("payment_currency"),
         fx_rate=body.get("fx_rate"),
+        cause_key=cause,
         occurred_at_ms=info.occurred_at_ms,
         business_date=calendar.date_of(info.occurred_at_ms),
         event_id=info.event_id,

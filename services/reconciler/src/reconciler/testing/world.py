@@ -164,9 +164,11 @@ class World:
     # -- events, through the real intake ----------------------------------------------------------
 
     def deliver(self, event_type: str, payment_id: str, body: dict[str, Any], at_ms: int) -> None:
-        topic = {"JournalPosted": "ledger.events", "Mt5Credited": "mt5.credit-events"}.get(
-            event_type, "payments.events"
-        )
+        topic = {
+            "JournalPosted": "ledger.events",
+            "Mt5Credited": "mt5.credit-events",
+            "Mt5Debited": "mt5.credit-events",
+        }.get(event_type, "payments.events")
         message = self.outbox.event(topic, event_type, payment_id, body, occurred_at_ms=at_ms)
         inbound = InboundEvent(CODEC.decode(message.payload), topic, 0, next(_seq))
         with connect(self.url, application_name="recon-test") as conn, conn.transaction():
@@ -262,6 +264,64 @@ class World:
         if settled:
             self.settlement.append(line)
         return {"payment_id": pay, "pi": pi, "credit_id": credit_id, "line": line, "at_ms": t}
+
+    def refund(
+        self,
+        made: dict[str, Any],
+        k: int,
+        amount: int,
+        *,
+        debited: bool = True,
+        debit_amount: int | None = None,
+    ) -> None:
+        """A refund of deposit ``made`` as the services would report it: refunded at the PSP (and
+        settled), booked, and taken back from MT5 by a debit with its deal (unless ``debited`` is off)."""
+        t, pay, refund_id = int(made["at_ms"]) + 60_000, str(made["payment_id"]), f"rf-{k}"
+        n = pay.removeprefix("pay-")
+        self.deliver(
+            "RefundSucceeded",
+            pay,
+            {
+                "merchant_id": "m1",
+                "refund_id": refund_id,
+                "operation_id": f"op-{refund_id}",
+                "provider": "simpsp",
+                "provider_refund_id": f"re_{k}",
+                "amount_minor": amount,
+                "currency": "USD",
+                "deposit_reference": f"dr-{n}",
+            },
+            t,
+        )
+        self.journal(f"refund:{refund_id}", pay, amount, "USD", t)
+        self.settlement.append(
+            SettlementLine(
+                f"txn_r{k}", "refund", str(made["pi"]), f"re_{k}", pay, "USD", -amount, 0, "po_1", t
+            )
+        )
+        if not debited:
+            return
+        debit_id, taken = 30_000 + k, debit_amount if debit_amount is not None else amount
+        self.deliver(
+            "Mt5Debited",
+            pay,
+            {
+                "debit_id": debit_id,
+                "mt5_login": 7001,
+                "amount_minor": taken,
+                "currency": "USD",
+                "deal_ticket": 600_000 + k,
+                "debit_reason": "refund",
+                "source_reference": refund_id,
+                "original_credit_id": made["credit_id"],
+                "payment_amount_minor": taken,
+                "payment_currency": "USD",
+                "fx_rate": None,
+            },
+            t + 2000,
+        )
+        self.journal(f"mt5-debit:{debit_id}", pay, taken, "USD", t + 2000)
+        self.deals.add(7001, f"dbt:{debit_id}", str(-Decimal(taken) / 100), t + 1500)
 
     def publish_reports(self, day: date = DAY, *, bank_delta: dict[str, int] | None = None) -> None:
         self.reports.files[("settlement", day)] = settlement_csv(day, self.settlement)
