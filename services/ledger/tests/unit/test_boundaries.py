@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from backbone.settings import SettingsError
 from ledger.domain.accounts import CHART
-from ledger.entrypoints.auth import TokenFileError, Tokens, token_hash
+from ledger.entrypoints.auth import PERMISSIONS, TokenFileError, Tokens, token_hash
 from ledger.settings import ApiSettings, LedgerSettings, load_together
 from ledger.testing.database import MIGRATIONS
 
@@ -77,7 +77,7 @@ def test_tokens_are_stored_hashed_and_matched_with_their_permissions(tmp_path: P
         f"# comment\nrecon ledger:read,ledger:import sha256:{token_hash('s3cret')}\n"
         f"viewer ledger:read sha256:{token_hash('other')}  # trailing comment\n"
     )
-    tokens = Tokens.load(path)
+    tokens = Tokens.load(path, PERMISSIONS)
     recon = tokens.caller("s3cret")
     assert recon is not None and recon.principal == "recon" and "ledger:import" in recon.permissions
     viewer = tokens.caller("other")
@@ -91,7 +91,7 @@ def test_a_malformed_tokens_file_refuses_to_load(tmp_path: Path) -> None:
         path = tmp_path / "tokens"
         path.write_text(text)
         with pytest.raises(TokenFileError):
-            Tokens.load(path)
+            Tokens.load(path, PERMISSIONS)
 
 
 def test_the_chart_in_code_is_the_chart_the_migration_seeds() -> None:
