@@ -159,7 +159,9 @@ CREATE TABLE currency_exponents (
 
 -- One row per matched pair and layer; a record takes part in at most one match per layer and run.
 -- Records are named by their bigint ids (settlement_rows.id, money_facts.id, mt5_operations.id,
--- mt5_deals.ticket): a million-row day's unique checks on integers, not on text keys.
+-- mt5_deals.ticket). One partition per run: a run fills its own table without indexes, then
+-- builds the unique indexes by sort and attaches it (bulk load, then index: a million-row day's
+-- pairs are not checked one by one).
 CREATE TABLE matches (
   run_id   bigint NOT NULL,
   layer    text   NOT NULL CHECK (layer IN ('settlement_fact', 'capture_credit', 'takeback_debit', 'operation_deal')),
@@ -167,7 +169,7 @@ CREATE TABLE matches (
   right_id bigint NOT NULL,
   UNIQUE (run_id, layer, left_id),
   UNIQUE (run_id, layer, right_id)
-);
+) PARTITION BY LIST (run_id);
 
 CREATE TABLE findings (
   run_id     bigint NOT NULL,

@@ -14,8 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
+    Column,
     Connection,
+    MetaData,
     Numeric,
+    Table,
+    Text,
     and_,
     case,
     cast,
@@ -36,7 +41,6 @@ from reconciler.adapters.tables import (
     currency_exponents,
     findings,
     journals,
-    matches,
     money_facts,
     mt5_deals,
     mt5_operations,
@@ -82,15 +86,37 @@ def _pair(conn: Connection, p: MatchParams, layer: str, pairs: Select[Any]) -> i
     winners = select(ranked.c.run_id, ranked.c.layer, ranked.c.left_id, ranked.c.right_id).where(
         ranked.c.rank == 1
     )
-    conn.execute(insert(matches).from_select(["run_id", "layer", "left_id", "right_id"], winners))
-    conn.execute(text("ANALYZE matches"))  # the next queries anti-join it: let the planner see its size
+    target = run_matches(p.run_id)
+    conn.execute(insert(target).from_select(["run_id", "layer", "left_id", "right_id"], winners))
+    conn.execute(text(f"ANALYZE {target.name}"))  # the next queries anti-join it: the planner sees its size
     return int(
-        conn.execute(
-            select(func.count())
-            .select_from(matches)
-            .where(matches.c.run_id == p.run_id, matches.c.layer == layer)
-        ).scalar_one()
+        conn.execute(select(func.count()).select_from(target).where(target.c.layer == layer)).scalar_one()
     )
+
+
+def run_matches(run_id: int) -> Table:
+    """The run's own partition of ``matches``, filled without indexes during the run; ``seal``
+    builds its two unique indexes by sort and attaches it (the constraint holds from then on: a
+    record matched twice in a layer fails the run)."""
+    return Table(
+        f"matches_r{int(run_id)}",
+        MetaData(),
+        Column("run_id", BigInteger),
+        Column("layer", Text),
+        Column("left_id", BigInteger),
+        Column("right_id", BigInteger),
+    )
+
+
+def _open_partition(conn: Connection, p: MatchParams) -> None:
+    name = run_matches(p.run_id).name
+    conn.execute(text(f"CREATE TABLE {name} (LIKE matches INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"))
+    conn.execute(text(f"ALTER TABLE {name} ADD CHECK (run_id = {int(p.run_id)})"))
+
+
+def _seal_partition(conn: Connection, p: MatchParams) -> None:
+    name = run_matches(p.run_id).name
+    conn.execute(text(f"ALTER TABLE matches ATTACH PARTITION {name} FOR VALUES IN ({int(p.run_id)})"))
 
 
 def _finding(conn: Connection, p: MatchParams, case_class: CaseClass, query: Select[Any]) -> int:
@@ -116,9 +142,9 @@ def _candidate(s: Any, f: Any, provider: str) -> ColumnElement[bool]:
 
 
 def _matched(layer: str, run_id: int, side: str, key: ColumnElement[Any]) -> ColumnElement[bool]:
-    m = matches.alias(f"m_{layer}_{side}")
+    m = run_matches(run_id).alias(f"m_{layer}_{side}")
     column = m.c.left_id if side == "left" else m.c.right_id
-    return exists().where(m.c.run_id == run_id, m.c.layer == layer, column == key)
+    return exists().where(m.c.layer == layer, column == key)
 
 
 def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
@@ -127,6 +153,7 @@ def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
     # joins, not nested loops planned for empty tables
     for table in ("settlement_rows", "bank_rows", "mt5_deals", "money_facts", "mt5_operations", "journals"):
         conn.execute(text(f"ANALYZE {table}"))
+    _open_partition(conn, p)
     counts: dict[str, int] = {}
     layers: list[tuple[str, Callable[[Connection, MatchParams], dict[str, int]]]] = []
     if p.settlement_import_id is not None:
@@ -140,6 +167,9 @@ def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
         started = time.perf_counter()
         counts |= layer(conn, p)
         counts[f"ms_layer_{name}"] = round((time.perf_counter() - started) * 1000)
+    started = time.perf_counter()
+    _seal_partition(conn, p)
+    counts["ms_seal_matches"] = round((time.perf_counter() - started) * 1000)
     return counts
 
 
@@ -197,7 +227,7 @@ def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             evidence_s.label("evidence"),
         ).where(unmatched, has_candidate),
     )
-    m = matches.alias("m")
+    m = run_matches(p.run_id).alias("m")
     pair = s.join(
         m, and_(m.c.run_id == p.run_id, m.c.layer == "settlement_fact", m.c.left_id == s.c.id)
     ).join(f, f.c.id == m.c.right_id)
@@ -307,7 +337,7 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     counts["credits_in_flight"] = conn.execute(
         select(func.count()).select_from(f).where(uncredited, f.c.occurred_at_ms >= p.settled_before_ms)
     ).scalar_one()
-    m = matches.alias("m")
+    m = run_matches(p.run_id).alias("m")
     pair = f.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "capture_credit", m.c.left_id == f.c.id)).join(
         o, o.c.id == m.c.right_id
     )
@@ -382,7 +412,7 @@ def _takeback_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     counts["debits_in_flight"] = conn.execute(
         select(func.count()).select_from(f).where(undebited, f.c.occurred_at_ms >= p.settled_before_ms)
     ).scalar_one()
-    m = matches.alias("m")
+    m = run_matches(p.run_id).alias("m")
     pair = f.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "takeback_debit", m.c.left_id == f.c.id)).join(
         o, o.c.id == m.c.right_id
     )
@@ -531,7 +561,7 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             func.jsonb_build_object("deals", all_of).label("evidence"),
         ),
     )
-    m, e = matches.alias("m"), currency_exponents.alias("e")
+    m, e = run_matches(p.run_id).alias("m"), currency_exponents.alias("e")
     sign = case((o.c.kind == "credit", 1), else_=-1)
     pair = (
         o.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "operation_deal", m.c.left_id == o.c.id))
