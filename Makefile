@@ -74,7 +74,7 @@ fmt: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: bench-backbone bench-mt5 bench-api bench-webhooks bench-ledger bench-sims
+bench: bench-backbone bench-mt5 bench-api bench-webhooks bench-ledger bench-recon bench-sims
 
 bench-backbone: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/bench_backbone.py
