@@ -85,6 +85,16 @@ class TopicCatalogue:
             return catalogue
         return cls(replace(spec, name=prefix + spec.name) for spec in catalogue)
 
+    def renamed(self, names: Mapping[str, str]) -> TopicCatalogue:
+        """Only the topics named in ``names`` (catalogue name without prefix -> the name a service
+        is configured with) and their dead-letter twins, under those names: a service's own
+        catalogue, the same in production (its names are the catalogue's) and in tests."""
+        specs = []
+        for name, new_name in names.items():
+            specs.append(replace(self.get(topic_name(name)), name=new_name))
+            specs.append(replace(self.get(topic_name(name) + DLQ_SUFFIX), name=new_name + DLQ_SUFFIX))
+        return TopicCatalogue(specs)
+
     def get(self, name: str) -> TopicSpec:
         spec = self._specs.get(name)
         if spec is None:

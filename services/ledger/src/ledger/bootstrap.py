@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer import BatchHandler, UnitOfWork
 from backbone.consumer.dlq import ReplayContext
-from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, topic_name
+from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox import OutboxWriter
 from backbone.postgres import connect
 from psycopg import IsolationLevel
@@ -22,17 +21,13 @@ from ledger.settings import SERVICE_NAME, LedgerSettings
 def catalogue_for(settings: LedgerSettings) -> TopicCatalogue:
     """The repository's catalogue entries for the ledger's three topics, under the configured names
     (production uses the catalogue's own names; tests use throwaway topics)."""
-    base = TopicCatalogue.default()
-    renamed = {
-        "payments.events": settings.payments_topic,
-        "mt5.credit-events": settings.mt5_topic,
-        "ledger.events": settings.events_topic,
-    }
-    specs = []
-    for name, new_name in renamed.items():
-        specs.append(replace(base.get(topic_name(name)), name=new_name))
-        specs.append(replace(base.get(topic_name(name) + DLQ_SUFFIX), name=new_name + DLQ_SUFFIX))
-    return TopicCatalogue(specs)
+    return TopicCatalogue.default().renamed(
+        {
+            "payments.events": settings.payments_topic,
+            "mt5.credit-events": settings.mt5_topic,
+            "ledger.events": settings.events_topic,
+        }
+    )
 
 
 def outbox_writer(settings: LedgerSettings) -> tuple[AvroCodec, TopicCatalogue, OutboxWriter]:

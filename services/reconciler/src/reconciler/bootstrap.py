@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer import BatchHandler, UnitOfWork
 from backbone.consumer.dlq import ReplayContext
-from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, topic_name
+from backbone.kafka.topics import TopicCatalogue
 from backbone.mt5.gateway import Mt5Gateway
 from backbone.mt5.settings import Mt5GatewaySettings
 from backbone.outbox import OutboxWriter
@@ -24,18 +22,14 @@ from reconciler.settings import SERVICE_NAME, ReconSettings, RunSettings
 
 def catalogue_for(settings: ReconSettings) -> TopicCatalogue:
     """The catalogue entries of the reconciler's topics under the configured names."""
-    base = TopicCatalogue.default()
-    renamed = {
-        "payments.events": settings.payments_topic,
-        "mt5.credit-events": settings.mt5_topic,
-        "ledger.events": settings.ledger_topic,
-        "recon.events": settings.events_topic,
-    }
-    specs = []
-    for name, new_name in renamed.items():
-        specs.append(replace(base.get(topic_name(name)), name=new_name))
-        specs.append(replace(base.get(topic_name(name) + DLQ_SUFFIX), name=new_name + DLQ_SUFFIX))
-    return TopicCatalogue(specs)
+    return TopicCatalogue.default().renamed(
+        {
+            "payments.events": settings.payments_topic,
+            "mt5.credit-events": settings.mt5_topic,
+            "ledger.events": settings.ledger_topic,
+            "recon.events": settings.events_topic,
+        }
+    )
 
 
 def outbox_writer(settings: ReconSettings) -> tuple[AvroCodec, TopicCatalogue, OutboxWriter]:

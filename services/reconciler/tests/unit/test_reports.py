@@ -79,3 +79,25 @@ def test_bank_file_parses_and_refuses_bad_rows() -> None:
         parse_report("simpsp", "bank_deposits", DAY, b"\xff\xfe")
     with pytest.raises(ReportRefused, match="empty file"):
         parse_report("simpsp", "bank_deposits", date(2026, 1, 1), b"")
+
+
+def test_the_fast_path_builds_what_the_checked_parser_builds() -> None:
+    """For a well-formed row (charge, refund, a reference or none) the fast path gives exactly the
+    row the checked parser gives; for a row it is unsure of it gives None and leaves the decision
+    to the checked parser."""
+    from reconciler.domain import reports as r  # noqa: PLC0415
+
+    rows = [
+        LINE,
+        SettlementLine(
+            "txn_2", "refund", "pi_1", "re_1", "pay-1", "USD", -1_000, 0, "po_1", at(DAY, 11), "rf-1"
+        ),
+        SettlementLine("txn_3", "dispute", "pi_1", "dp_1", "", "EUR", -500, 1_500, "po_2", at(DAY, 12)),
+    ]
+    text = settlement_csv(DAY, rows).decode().splitlines()[1:]
+    for n, line in enumerate(text, start=2):
+        raw = line.split(",")
+        fast = r._settlement_fast("simpsp", DAY.isoformat(), n, raw)
+        checked = r._settlement_row("simpsp", DAY, n, dict(zip(r.SETTLEMENT_COLUMNS, raw, strict=True)))
+        assert fast == checked
+        assert r._settlement_fast("simpsp", DAY.isoformat(), n, [raw[0], f" {raw[1]}", *raw[2:]]) is None

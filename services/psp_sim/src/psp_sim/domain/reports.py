@@ -29,33 +29,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from backbone.invariants import invariant
+from backbone.psp.reports import BANK_COLUMNS, SETTLEMENT_COLUMNS
 
 DiscrepancyKind = Literal["missing_row", "wrong_amount", "extra_row"]
-SETTLEMENT_COLUMNS: Final = (
-    "business_date",
-    "balance_transaction_id",
-    "type",
-    "payment_intent_id",
-    "source_id",
-    "reference",
-    "source_reference",
-    "currency",
-    "gross_minor",
-    "fee_minor",
-    "net_minor",
-    "payout_batch_id",
-    "created_at",
-)
-BANK_COLUMNS: Final = (
-    "deposit_id",
-    "payout_batch_id",
-    "business_date",
-    "value_date",
-    "currency",
-    "amount_minor",
-    "item_count",
-    "bank_reference",
-)
 WRONG_AMOUNT_DELTA_DEFAULT: Final = 100
 EXTRA_ROW_AMOUNT_DEFAULT: Final = 1000
 

@@ -14,13 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     Column,
     Connection,
     MetaData,
     Numeric,
     Table,
-    Text,
     and_,
     case,
     cast,
@@ -41,6 +39,7 @@ from reconciler.adapters.tables import (
     currency_exponents,
     findings,
     journals,
+    matches,
     money_facts,
     mt5_deals,
     mt5_operations,
@@ -98,14 +97,7 @@ def run_matches(run_id: int) -> Table:
     """The run's own partition of ``matches``, filled without indexes during the run; ``seal``
     builds its two unique indexes by sort and attaches it (the constraint holds from then on: a
     record matched twice in a layer fails the run)."""
-    return Table(
-        f"matches_r{int(run_id)}",
-        MetaData(),
-        Column("run_id", BigInteger),
-        Column("layer", Text),
-        Column("left_id", BigInteger),
-        Column("right_id", BigInteger),
-    )
+    return Table(f"matches_r{int(run_id)}", MetaData(), *(Column(c.name, c.type) for c in matches.columns))
 
 
 def _open_partition(conn: Connection, p: MatchParams) -> None:

@@ -8,7 +8,6 @@ blocks the date; the next run marks the crashed run's row ``failed``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
@@ -80,19 +79,12 @@ def _settlement_tuple(import_id: int, r: SettlementRow) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def _bank_values(import_id: int, row: BankRow) -> dict[str, Any]:
-    return {
-        "import_id": import_id,
-        "source_key": row.source_key,
-        "line_no": row.line_no,
-        "deposit_id": row.deposit_id,
-        "payout_batch_id": row.payout_batch_id,
-        "value_date": row.value_date,
-        "currency": row.currency,
-        "amount_minor": row.amount_minor,
-        "item_count": row.item_count,
-        "bank_reference": row.bank_reference,
-    }
+def _bank_tuple(import_id: int, r: BankRow) -> tuple[Any, ...]:
+    """A row in the column order of ``bank_rows``."""
+    return (
+        import_id, r.source_key, r.line_no, r.deposit_id, r.payout_batch_id, r.value_date, r.currency,
+        r.amount_minor, r.item_count, r.bank_reference,
+    )  # fmt: skip
 
 
 _COMPARED: Final = {
@@ -153,7 +145,7 @@ class PgReconStore:
             if report.report_type == "settlement":
                 _copy(conn, settlement_rows, (_settlement_tuple(import_id, r) for r in report.settlement))
             else:
-                _copy(conn, bank_rows, (tuple(_bank_values(import_id, r).values()) for r in report.bank))
+                _copy(conn, bank_rows, (_bank_tuple(import_id, r) for r in report.bank))
             return Imported(import_id, version, report.row_count, changes)
 
     def _changes(self, conn: Connection, previous_id: int, report: ParsedReport) -> dict[str, Any]:
@@ -567,7 +559,3 @@ def _opened(case_id: int, business_date: date, f: Finding) -> dict[str, Any]:
         "source_key": f.case_key,
         "summary": f.summary[:500],
     }
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)

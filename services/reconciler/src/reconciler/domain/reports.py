@@ -22,34 +22,10 @@ from datetime import date, datetime
 from typing import Final, Literal
 
 from backbone.money import currency_exponents
+from backbone.psp.reports import BANK_COLUMNS, SETTLEMENT_COLUMNS
 
 ReportType = Literal["settlement", "bank_deposits"]
 REPORT_TYPES: Final = ("settlement", "bank_deposits")
-SETTLEMENT_COLUMNS: Final = (
-    "business_date",
-    "balance_transaction_id",
-    "type",
-    "payment_intent_id",
-    "source_id",
-    "reference",
-    "source_reference",
-    "currency",
-    "gross_minor",
-    "fee_minor",
-    "net_minor",
-    "payout_batch_id",
-    "created_at",
-)
-BANK_COLUMNS: Final = (
-    "deposit_id",
-    "payout_batch_id",
-    "business_date",
-    "value_date",
-    "currency",
-    "amount_minor",
-    "item_count",
-    "bank_reference",
-)
 ROW_TYPES: Final = ("charge", "refund", "dispute")
 AMOUNT_ABS_MAX: Final = 10**15
 _KNOWN: Final = frozenset(currency_exponents())

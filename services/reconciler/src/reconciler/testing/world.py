@@ -22,6 +22,7 @@ from backbone.consumer.messages import InboundEvent, UnitOfWork
 from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect
+from backbone.psp.reports import BANK_COLUMNS, SETTLEMENT_COLUMNS
 
 from reconciler.adapters.pg_records import PgRecordStore
 from reconciler.adapters.pg_store import PgReconStore, make_engine
@@ -29,7 +30,7 @@ from reconciler.application.intake import make_handler
 from reconciler.application.ports import Deal, NoAnswer, Unavailable
 from reconciler.application.runs import RunConfig, RunResult, run_date
 from reconciler.domain.dates import BusinessCalendar
-from reconciler.domain.reports import BANK_COLUMNS, SETTLEMENT_COLUMNS, ReportType
+from reconciler.domain.reports import ReportType
 
 CODEC: Final = AvroCodec(SchemaCatalogue.default())
 CATALOGUE: Final = TopicCatalogue.default()
