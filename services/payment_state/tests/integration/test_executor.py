@@ -127,7 +127,8 @@ def test_timeout_before_the_provider_is_resent_with_the_same_key(svc: Service) -
 
 def test_provider_idempotency_window_expired(svc: Service) -> None:
     """After the provider's idempotency window, an absent call is never sent again (it could charge
-    twice if the first one surfaced later): the operation stays UNKNOWN and a person gets a case.
+    twice if the first one surfaced later): the operation stays UNKNOWN and a person gets a case,
+    announced once (PaymentNeedsAttention, Avro-encoded in the outbox with what the resolver said).
     A lost answer is still resolved by lookup after the window: lookups never move money."""
     window_passed = RecoveryPolicy(1, 5, 50, idempotency_window_ms=1, recheck_interval_ms=1)
     psp = MemoryPsp(fail_next=["timeout", "lost_response"])
@@ -135,8 +136,17 @@ def test_provider_idempotency_window_expired(svc: Service) -> None:
     never_reached = create(svc)
     drive(ex, lambda: "idempotency_window_expired" in cases(svc, never_reached))
     assert (status(svc, never_reached), op_status(svc, never_reached)) == ("CREATED", "UNKNOWN")
-    assert [c.operation_id for c in psp.calls] == [svc.state(never_reached).operations[0].operation_id]
-    assert event_types(svc, never_reached) == []
+    op = svc.state(never_reached).operations[0]
+    assert [c.operation_id for c in psp.calls] == [op.operation_id]
+    [(event_type, body)] = svc.outbox(never_reached)
+    assert event_type == "PaymentNeedsAttention"
+    assert (body["kind"], body["operation_id"], body["operation_type"], body["operation_status"]) == (
+        "idempotency_window_expired",
+        op.operation_id,
+        "authorize",
+        "UNKNOWN",
+    )
+    assert body["attempts"] == op.attempts and "timeout" in body["detail"]
     psp.forget_keys()
     answered_lost = create(svc)
     drive(ex, lambda: status(svc, answered_lost) == PaymentStatus.AUTHORIZED)
@@ -146,17 +156,18 @@ def test_provider_idempotency_window_expired(svc: Service) -> None:
 def test_recovery_after_a_long_provider_outage(svc: Service) -> None:
     """The PSP is down: operations go UNKNOWN, lookups back off, and after the limit a case is opened;
     nothing is failed and nothing is announced. When it is back, every payment converges to
-    AUTHORIZED with one intent at the PSP and one PaymentAuthorized each."""
+    AUTHORIZED with one intent at the PSP and one PaymentAuthorized each (after the one
+    PaymentNeedsAttention that announced the case)."""
     psp = MemoryPsp(unavailable=True)
     ex = executor(svc, psp)
     payments = [create(svc) for _ in range(5)]
     drive(ex, lambda: all("unknown_unresolved" in cases(svc, p) for p in payments))
     assert {op_status(svc, p) for p in payments} == {OperationStatus.UNKNOWN}
-    assert all(event_types(svc, p) == [] for p in payments)
+    assert all(event_types(svc, p) == ["PaymentNeedsAttention"] for p in payments)
     psp.unavailable = False
     drive(ex, lambda: all(status(svc, p) == PaymentStatus.AUTHORIZED for p in payments))
     assert len(psp.intents) == 5
-    assert all(event_types(svc, p) == ["PaymentAuthorized"] for p in payments)
+    assert all(event_types(svc, p) == ["PaymentNeedsAttention", "PaymentAuthorized"] for p in payments)
 
 
 def test_worker_that_died_mid_call(svc: Service) -> None:

@@ -180,7 +180,8 @@ def test_no_answer_is_unknown_then_looked_up_after_the_backoff() -> None:
 def test_an_absent_call_is_sent_again_with_the_same_key_only_inside_the_window() -> None:
     """A call that never reached the provider is proved absent by the lookup and sent again with the
     same operation id while the provider still remembers keys; once the window has passed it is never
-    sent again (it could surface later and charge twice): UNKNOWN and a case for a person."""
+    sent again (it could surface later and charge twice): UNKNOWN and a case for a person, announced
+    once as PaymentNeedsAttention with what the resolver last said."""
     store, psp, ex = _world(MemoryPsp(fail_next=["timeout"]))
     payment_id = _create(store)
     _drive(store, ex, lambda: _state(store, payment_id).payment.status == PaymentStatus.AUTHORIZED)
@@ -194,21 +195,32 @@ def test_an_absent_call_is_sent_again_with_the_same_key_only_inside_the_window()
     case = (payment_id, _op(store, payment_id).operation_id, "idempotency_window_expired")
     _drive(store, ex, lambda: case in store.cases)
     assert len(psp.calls) == 1 and _op(store, payment_id).status == OperationStatus.UNKNOWN
-    assert store.events == []
+    assert _types(store) == ["PaymentNeedsAttention"]
+    body = store.events[0][2]
+    assert (body["kind"], body["operation_id"], body["operation_status"]) == (
+        "idempotency_window_expired",
+        case[1],
+        "UNKNOWN",
+    )
+    attempts = _op(store, payment_id).attempts
+    assert body["detail"] == f"authorize UNKNOWN after {attempts} attempts (timeout)"
+    assert body["attempts"] == attempts and body["operation_started_at_ms"] is not None
 
 
 def test_after_the_attempt_limit_a_person_gets_a_case_and_lookups_go_on() -> None:
     """A provider that answers nothing: UNKNOWN, lookups back off, a case after the limit (once),
-    nothing failed or announced; when it answers again the payment converges, one intent."""
+    nothing failed, only the case announced (PaymentNeedsAttention, once); when it answers again the
+    payment converges, one intent."""
     store, psp, ex = _world(MemoryPsp(unavailable=True))
     payment_id = _create(store)
     op_id = _op(store, payment_id).operation_id
     _drive(store, ex, lambda: (payment_id, op_id, "unknown_unresolved") in store.cases)
-    assert _op(store, payment_id).status == OperationStatus.UNKNOWN and store.events == []
+    assert _op(store, payment_id).status == OperationStatus.UNKNOWN
+    assert _types(store) == ["PaymentNeedsAttention"]
     assert _op(store, payment_id).attempts >= FAST.attempts_before_case
     psp.unavailable = False
     _drive(store, ex, lambda: _state(store, payment_id).payment.status == PaymentStatus.AUTHORIZED)
-    assert len(psp.intents) == 1 and _types(store) == ["PaymentAuthorized"]
+    assert len(psp.intents) == 1 and _types(store) == ["PaymentNeedsAttention", "PaymentAuthorized"]
     assert [kind for (_, _, kind) in store.cases] == ["unknown_unresolved"]
 
 

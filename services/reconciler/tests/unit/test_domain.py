@@ -19,7 +19,15 @@ from reconciler.domain.cases import (
     decide,
 )
 from reconciler.domain.dates import BusinessCalendar, parse_cutoff
-from reconciler.domain.intake import EventInfo, IntakeRefused, MoneyFact, is_balanced, record_of
+from reconciler.domain.intake import (
+    Attention,
+    EventInfo,
+    IntakeRefused,
+    MoneyFact,
+    Settled,
+    is_balanced,
+    records_of,
+)
 from reconciler.testing.world import at
 
 UTC_CAL = BusinessCalendar(UTC, time(0, 0))
@@ -57,18 +65,80 @@ def test_intake_keeps_money_facts_under_the_ledger_reference() -> None:
         "currency": "USD",
         "deposit_reference": "dr-1",
     }
-    fact = record_of(_info("PaymentCaptured"), body, UTC_CAL)
-    assert isinstance(fact, MoneyFact)
+    fact, ends = records_of(_info("PaymentCaptured"), body, UTC_CAL)
+    assert isinstance(fact, MoneyFact) and ends == Settled(
+        "operation:op-1", "PaymentCaptured", fact.occurred_at_ms
+    )
     assert (fact.source_key, fact.provider_object_id, fact.business_date) == (
         "capture:op-1",
         "pi_1",
         date(2026, 11, 30),
     )
-    assert record_of(_info("PaymentAuthorized"), {}, UTC_CAL) is None
+    assert records_of(_info("PaymentRequiresAction"), {}, UTC_CAL) == []
     with pytest.raises(IntakeRefused, match="operation_id"):
-        record_of(_info("PaymentCaptured"), {k: v for k, v in body.items() if k != "operation_id"}, UTC_CAL)
+        records_of(_info("PaymentCaptured"), {k: v for k, v in body.items() if k != "operation_id"}, UTC_CAL)
     with pytest.raises(IntakeRefused, match="negative"):
-        record_of(_info("PaymentCaptured"), body | {"amount_minor": -1}, UTC_CAL)
+        records_of(_info("PaymentCaptured"), body | {"amount_minor": -1}, UTC_CAL)
+
+
+def test_intake_keeps_what_a_resolver_handed_to_a_person_and_what_settles_it() -> None:
+    """Layer 1's read model: a PaymentNeedsAttention is kept under (payment, operation, kind) with
+    the operation as its subject and its start time (the age counts from there); an
+    Mt5CreditNeedsAttention under its MT5 row, v1 events (no operation_kind) read as credits; the
+    events that end an operation or an MT5 row settle it; a bad kind is refused."""
+    attention = {
+        "merchant_id": "m1",
+        "provider": "simpsp",
+        "kind": "unknown_unresolved",
+        "detail": "capture UNKNOWN after 5 attempts (timeout)",
+        "operation_id": "op-7",
+        "operation_type": "capture",
+        "operation_status": "UNKNOWN",
+        "attempts": 5,
+        "operation_started_at_ms": 1_000,
+    }
+    [a] = records_of(_info("PaymentNeedsAttention"), attention, UTC_CAL)
+    assert isinstance(a, Attention)
+    assert (a.attention_key, a.subject_key, a.started_at_ms, a.business_date) == (
+        "payment:pay-1:op-7:unknown_unresolved",
+        "operation:op-7",
+        1_000,
+        date(2026, 11, 30),
+    )
+    [whole] = records_of(
+        _info("PaymentNeedsAttention"),
+        attention | {"kind": "provider_conflict", "operation_id": None, "operation_started_at_ms": None},
+        UTC_CAL,
+    )
+    assert isinstance(whole, Attention) and whole.subject_key is None
+    credit = {
+        "credit_id": 42,
+        "deposit_reference": "dr-1",
+        "mt5_login": 5001,
+        "amount_minor": 100,
+        "currency": "USD",
+        "credit_status": "unknown",
+        "reason": "conflicting deals",
+        "case_id": None,
+    }
+    [c] = records_of(_info("Mt5CreditNeedsAttention"), credit, UTC_CAL)
+    assert isinstance(c, Attention)
+    assert (c.attention_key, c.subject_key, c.kind, c.facts["comment"]) == (
+        "mt5-row:42",
+        "mt5-row:42",
+        "credit",
+        "dep:42",
+    )
+    [d] = records_of(_info("Mt5CreditNeedsAttention"), credit | {"operation_kind": "debit"}, UTC_CAL)
+    assert isinstance(d, Attention) and d.facts["comment"] == "dbt:42"
+    with pytest.raises(IntakeRefused, match="operation_kind"):
+        records_of(_info("Mt5CreditNeedsAttention"), credit | {"operation_kind": "withdrawal"}, UTC_CAL)
+    assert records_of(_info("PaymentFailed"), {"operation_id": "op-7"}, UTC_CAL) == [
+        Settled("operation:op-7", "PaymentFailed", at(date(2026, 11, 30), 12))
+    ]
+    assert records_of(_info("Mt5CreditFailed"), {"credit_id": 42}, UTC_CAL) == [
+        Settled("mt5-row:42", "Mt5CreditFailed", at(date(2026, 11, 30), 12))
+    ]
 
 
 def test_balanced_means_two_entries_and_zero_per_currency() -> None:

@@ -61,6 +61,7 @@ NO_MONEY_EVENTS: Final = frozenset(
         "PaymentCanceled",
         "PaymentFailed",
         "RefundFailed",
+        "PaymentNeedsAttention",
         "Mt5CreditFailed",
         "Mt5CreditNeedsAttention",
     }

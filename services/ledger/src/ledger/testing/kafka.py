@@ -22,6 +22,7 @@ PAYMENT_EVENTS = frozenset(
         "RefundSucceeded",
         "RefundFailed",
         "ChargebackReceived",
+        "PaymentNeedsAttention",
     }
 )
 MT5_EVENTS = frozenset({"Mt5Credited", "Mt5Debited", "Mt5CreditFailed", "Mt5CreditNeedsAttention"})

@@ -66,6 +66,7 @@ def needs_attention(row: CreditRow, status: str, reason: str) -> tuple[str, dict
         "mt5_login": row.mt5_login,
         "amount_minor": row.amount_minor,
         "currency": row.currency,
+        "operation_kind": row.kind.value,
         "credit_status": status,
         "reason": reason[:500],
         "case_id": None,

@@ -263,7 +263,10 @@ class OperationExecutor:
             return
         why = op.unknown_reason or "no answer"
         detail = f"{op.operation_type} {op.status} after {op.attempts} attempts ({why})"
-        open_case(store, payment_id, op.operation_id, decision.case, detail)
+        state = store.load_state(payment_id)
+        invariant(state is not None, f"operation {op.operation_id} of a missing payment {payment_id}")
+        assert state is not None
+        open_case(store, state, op, decision.case, detail)
 
     def _operation(self, store: PaymentStore, payment_id: str, operation_id: str) -> Operation:
         state = store.load_state(payment_id)

@@ -19,6 +19,7 @@ from payment_state.application import metrics
 from payment_state.application.context import Context
 from payment_state.application.ports import PaymentStore
 from payment_state.domain.apply import Applied, Conflict, Unchanged, apply_fact, chargeback
+from payment_state.domain.events import needs_attention
 from payment_state.domain.facts import (
     CallRefused,
     DisputeFact,
@@ -27,7 +28,7 @@ from payment_state.domain.facts import (
     RefundFact,
     fact_type,
 )
-from payment_state.domain.model import PaymentState
+from payment_state.domain.model import Operation, PaymentState
 
 log = get_logger(__name__)
 Source = str  # 'response' | 'webhook' | 'lookup'
@@ -125,7 +126,7 @@ def _apply_located(
         case Unchanged(outcome=outcome, detail=detail):
             return FactOutcome(outcome, payment_id, detail)
         case Conflict(detail=detail):
-            open_case(store, payment_id, None, "provider_conflict", detail)
+            open_case(store, state, None, "provider_conflict", detail, causation_id)
             return FactOutcome("conflict", payment_id, detail)
         case _:
             assert_never(result)
@@ -138,7 +139,7 @@ def _apply_dispute(
     chargeback_id = ctx.new_id("cb")
     event = chargeback(state, fact, chargeback_id)
     if isinstance(event, Conflict):
-        open_case(store, payment_id, None, "chargeback_mismatch", event.detail)
+        open_case(store, state, None, "chargeback_mismatch", event.detail, causation_id)
         return FactOutcome("conflict", payment_id, event.detail)
     inserted = store.insert_chargeback(
         chargeback_id=chargeback_id,
@@ -155,7 +156,20 @@ def _apply_dispute(
     return FactOutcome("applied", payment_id, event.event_type)
 
 
-def open_case(store: PaymentStore, payment_id: str, operation_id: str | None, kind: str, detail: str) -> None:
+def open_case(
+    store: PaymentStore,
+    state: PaymentState,
+    op: Operation | None,
+    kind: str,
+    detail: str,
+    causation_id: str | None = None,
+) -> None:
+    """Open a case for a person (once per payment, operation and kind) and announce it
+    (``PaymentNeedsAttention``) in the same transaction: the reconciler's queue learns of it from
+    the event, this service keeps its row as evidence."""
+    payment_id = state.payment.payment_id
+    operation_id = None if op is None else op.operation_id
     if store.open_case(payment_id, operation_id, kind, detail):
+        store.publish(payment_id, [needs_attention(state.payment, op, kind, detail)], causation_id)
         metrics.CASES_OPENED.labels(kind).inc()
         log.error("case.opened", payment_id=payment_id, operation_id=operation_id, kind=kind, detail=detail)

@@ -111,3 +111,20 @@ def chargeback_received(
         "reason": reason,
     }
     return OutEvent("ChargebackReceived", body)
+
+
+def needs_attention(p: Payment, op: Operation | None, kind: str, detail: str) -> OutEvent:
+    """A case was opened for a person (``PaymentNeedsAttention``): what it is about and what the
+    resolver last said."""
+    body: dict[str, Any] = {
+        "merchant_id": p.merchant_id,
+        "provider": p.provider,
+        "kind": kind,
+        "detail": detail[:2000],
+        "operation_id": None if op is None else op.operation_id,
+        "operation_type": None if op is None else op.operation_type.value,
+        "operation_status": None if op is None else op.status.value,
+        "attempts": 0 if op is None else op.attempts,
+        "operation_started_at_ms": None if op is None or not op.created_at_ms else op.created_at_ms,
+    }
+    return OutEvent("PaymentNeedsAttention", body)

@@ -14,11 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     Connection,
     MetaData,
     Numeric,
     Table,
+    Text,
     and_,
     case,
     cast,
@@ -35,6 +37,7 @@ from sqlalchemy.dialects.postgresql import distinct_on, insert
 from sqlalchemy.sql import ColumnElement, Select
 
 from reconciler.adapters.tables import (
+    attention,
     bank_rows,
     currency_exponents,
     findings,
@@ -147,7 +150,7 @@ def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
         conn.execute(text(f"ANALYZE {table}"))
     _open_partition(conn, p)
     counts: dict[str, int] = {}
-    layers: list[tuple[str, Callable[[Connection, MatchParams], dict[str, int]]]] = []
+    layers: list[tuple[str, Callable[[Connection, MatchParams], dict[str, int]]]] = [("stale", _stale_layer)]
     if p.settlement_import_id is not None:
         layers.append(("settlement", _settlement_layer))
     layers += [("credits", _credit_layer), ("takebacks", _takeback_layer), ("journals", _journal_layer)]
@@ -162,6 +165,59 @@ def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
     started = time.perf_counter()
     _seal_partition(conn, p)
     counts["ms_seal_matches"] = round((time.perf_counter() - started) * 1000)
+    return counts
+
+
+# -- layer 1: what the services' resolvers handed to a person, still unsettled -------------------------
+
+
+def _stale_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
+    """Every attention raised on the date and not settled by a later event as of the run, by age
+    (from the operation's start when known), with what the resolver last said. A re-run after the
+    operation ended no longer finds it (the case is resolved as fixed)."""
+    a = attention.alias("a")
+    unsettled = and_(
+        a.c.business_date == p.business_date,
+        a.c.raised_at_ms <= p.as_of_ms,
+        or_(a.c.settled_at_ms.is_(None), a.c.settled_at_ms > p.as_of_ms),
+    )
+    seconds = (p.as_of_ms - func.coalesce(a.c.started_at_ms, a.c.raised_at_ms)) / 1000
+    age = cast(func.make_interval(0, 0, 0, 0, 0, 0, cast(seconds, BigInteger)), Text)
+    evidence = func.jsonb_build_object(
+        "attention",
+        func.to_jsonb(literal_column("a"))
+        .op("-")(literal("id"))
+        .op("-")(literal("settled_by"))
+        .op("-")(literal("settled_at_ms")),
+    )
+    counts = {}
+    for case_class, which in (
+        (CaseClass.STALE_OPERATION, and_(a.c.source == "payment_state", a.c.subject_key.is_not(None))),
+        (CaseClass.NEEDS_ATTENTION, and_(a.c.source == "payment_state", a.c.subject_key.is_(None))),
+        (CaseClass.STALE_MT5_OPERATION, a.c.source == "mt5_credit"),
+    ):
+        counts[case_class.value] = _finding(
+            conn,
+            p,
+            case_class,
+            select(
+                _key(case_class, a.c.attention_key).label("case_key"),
+                func.concat(
+                    a.c.source,
+                    ": ",
+                    a.c.kind,
+                    " ",
+                    func.coalesce(a.c.status, "open"),
+                    " for ",
+                    age,
+                    " (payment ",
+                    a.c.payment_id,
+                    "): ",
+                    a.c.detail,
+                ).label("summary"),
+                evidence.label("evidence"),
+            ).where(unsettled, which),
+        )
     return counts
 
 

@@ -1,17 +1,20 @@
 """``PgRecordStore``: the read models, written by the consumer in its batch transaction (psycopg).
 
 Every insert is ``ON CONFLICT DO NOTHING`` on the record's own key: a record is kept once, with the
-business date it was given the first time (redelivery and replays change nothing)."""
+business date it was given the first time (redelivery and replays change nothing). An attention is
+settled only by an event that comes after it (in the batch's order, which is the topic's order for
+one payment): a row that failed and then needed a person stays unsettled."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from typing import Any, Final
 
 import psycopg
 
-from reconciler.domain.intake import Journal, MoneyFact, Mt5Operation, Record
+from reconciler.domain.intake import Attention, Journal, MoneyFact, Mt5Operation, Record, Settled
 
 _FACT: Final = (
     "INSERT INTO money_facts (source_key, kind, payment_id, merchant_id, provider, provider_object_id,"
@@ -23,6 +26,14 @@ _OPERATION: Final = (
     " currency, deal_ticket, payment_amount_minor, payment_currency, fx_rate, cause_key, occurred_at_ms,"
     " business_date, event_id)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+_ATTENTION: Final = (
+    "INSERT INTO attention (attention_key, source, subject_key, payment_id, kind, status, detail, facts,"
+    " started_at_ms, raised_at_ms, business_date, event_id)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+_SETTLE: Final = (
+    "UPDATE attention SET settled_by = %s, settled_at_ms = %s WHERE subject_key = %s AND settled_by IS NULL"
 )
 _JOURNAL: Final = (
     "INSERT INTO journals (journal_id, reference, payment_id, business_date, balanced, entries, event_id)"
@@ -81,6 +92,23 @@ def _journal(r: Journal) -> tuple[Any, ...]:
     )
 
 
+def _attention(r: Attention) -> tuple[Any, ...]:
+    return (
+        r.attention_key,
+        r.source,
+        r.subject_key,
+        r.payment_id,
+        r.kind,
+        r.status,
+        r.detail,
+        json.dumps(r.facts),
+        r.started_at_ms,
+        r.raised_at_ms,
+        r.business_date,
+        r.event_id,
+    )
+
+
 class PgRecordStore:
     def __init__(self, conn: psycopg.Connection) -> None:
         self._conn = conn
@@ -95,4 +123,15 @@ class PgRecordStore:
                 if rows:
                     cur.executemany(sql, rows)
                     kept += max(cur.rowcount, 0)
+            # attentions and what settles them, in the batch's order (a run of one statement at a time)
+            ordered = [r for r in records if isinstance(r, Attention | Settled)]
+            for is_attention, run in itertools.groupby(ordered, key=lambda r: isinstance(r, Attention)):
+                if is_attention:
+                    cur.executemany(_ATTENTION, [_attention(r) for r in run if isinstance(r, Attention)])
+                    kept += max(cur.rowcount, 0)
+                else:
+                    settles = [
+                        (r.event_type, r.occurred_at_ms, r.subject_key) for r in run if isinstance(r, Settled)
+                    ]
+                    cur.executemany(_SETTLE, settles)
         return kept

@@ -59,6 +59,26 @@ journals = Table(
     Column("event_id", Text),
 )
 
+attention = Table(
+    "attention",
+    metadata,
+    Column("id", BigInteger),
+    Column("attention_key", Text, primary_key=True),
+    Column("source", Text),
+    Column("subject_key", Text),
+    Column("payment_id", Text),
+    Column("kind", Text),
+    Column("status", Text),
+    Column("detail", Text),
+    Column("facts", JSONB),
+    Column("started_at_ms", BigInteger),
+    Column("raised_at_ms", BigInteger),
+    Column("business_date", Date),
+    Column("event_id", Text),
+    Column("settled_by", Text),
+    Column("settled_at_ms", BigInteger),
+)
+
 imports = Table(
     "imports",
     metadata,

@@ -16,7 +16,7 @@ from backbone.logs import get_logger
 
 from reconciler.application.ports import RecordStore
 from reconciler.domain.dates import BusinessCalendar
-from reconciler.domain.intake import EventInfo, IntakeRefused, Record, record_of
+from reconciler.domain.intake import EventInfo, IntakeRefused, Record, records_of
 
 log = get_logger(__name__)
 
@@ -30,12 +30,11 @@ def make_handler(
             env = event.event.envelope
             info = EventInfo(env.event_id, event.event_type, env.payment_id, env.occurred_at_ms)
             try:
-                record = record_of(info, event.event.body, calendar)
+                kept = records_of(info, event.event.body, calendar)
             except IntakeRefused as refused:
                 log.warning("reconciler.intake_refused", event_id=env.event_id, reason=str(refused))
                 raise Refuse(str(refused), env.event_id) from None
-            if record is not None:
-                records.append(record)
+            records.extend(kept)
         if records:
             store_for(uow).keep(records)
 

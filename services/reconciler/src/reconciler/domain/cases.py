@@ -24,6 +24,11 @@ from typing import Any, Final
 
 
 class CaseClass(StrEnum):
+    # layer 1: what a service's resolver could not settle, by age, with what it last said
+    STALE_OPERATION = "stale_operation"  # a payment operation still UNKNOWN/open after its resolver gave up
+    STALE_MT5_OPERATION = "stale_mt5_operation"  # an MT5 credit/debit still unknown (or failed) for a person
+    NEEDS_ATTENTION = "needs_attention"  # a provider fact that contradicts our state, for a person
+    # layer 2
     EXTERNAL_ONLY = "external_only"  # the PSP settled it, we have no such money fact (lost webhook)
     INTERNAL_ONLY = "internal_only"  # a money fact of ours the settlement report lacks
     AMOUNT_MISMATCH = "amount_mismatch"

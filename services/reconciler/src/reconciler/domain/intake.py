@@ -6,7 +6,10 @@ service's tables (DESIGN.md §2).
   ``chargeback:<chargeback_id>``);
 - MT5 balance operations from mt5-credit (``mt5-credit:<id>`` / ``mt5-debit:<id>``), with the exact
   comment the deal carries (``dep:<id>`` / ``dbt:<id>``);
-- journals from the ledger, by reference.
+- journals from the ledger, by reference;
+- layer 1: what a service's resolver handed to a person (``PaymentNeedsAttention``,
+  ``Mt5CreditNeedsAttention``), and the later events that settle it (a terminal payment fact of the
+  same operation; an ``Mt5Credited`` / ``Mt5Debited`` / ``Mt5CreditFailed`` of the same row).
 
 Each record is given its business date here, once, from the event's time. Events that move no
 money are not kept. A money event that lacks a field the matching needs is refused (``IntakeRefused``:
@@ -25,7 +28,20 @@ from reconciler.domain.dates import BusinessCalendar
 FACT_EVENTS: Final = frozenset({"PaymentCaptured", "RefundSucceeded", "ChargebackReceived"})
 MT5_EVENTS: Final = frozenset({"Mt5Credited", "Mt5Debited"})
 JOURNAL_EVENTS: Final = frozenset({"JournalPosted"})
-KEPT_EVENTS: Final = FACT_EVENTS | MT5_EVENTS | JOURNAL_EVENTS
+ATTENTION_EVENTS: Final = frozenset({"PaymentNeedsAttention", "Mt5CreditNeedsAttention"})
+# events that end an operation: they settle an attention raised about it earlier
+OPERATION_END_EVENTS: Final = frozenset(
+    {
+        "PaymentAuthorized",
+        "PaymentCaptured",
+        "PaymentCanceled",
+        "PaymentFailed",
+        "RefundSucceeded",
+        "RefundFailed",
+    }
+)
+MT5_END_EVENTS: Final = frozenset({"Mt5Credited", "Mt5Debited", "Mt5CreditFailed"})
+KEPT_EVENTS: Final = FACT_EVENTS | MT5_EVENTS | JOURNAL_EVENTS | ATTENTION_EVENTS
 
 
 class IntakeRefused(ValueError):
@@ -87,21 +103,120 @@ class Journal:
     event_id: str
 
 
-Record = MoneyFact | Mt5Operation | Journal
+@dataclass(frozen=True, slots=True)
+class Attention:
+    """A service's resolver could not settle something and handed it to a person."""
+
+    attention_key: str
+    source: str  # payment_state | mt5_credit
+    subject_key: str | None  # operation:<id> | mt5-row:<id>; None: about the payment as a whole
+    payment_id: str
+    kind: str
+    status: str | None
+    detail: str
+    facts: dict[str, Any]
+    started_at_ms: int | None
+    raised_at_ms: int
+    business_date: date
+    event_id: str
 
 
-def record_of(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> Record | None:
-    """The read-model record of one event, or None for an event the reconciler does not keep."""
-    if info.event_type not in KEPT_EVENTS:
-        return None
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A later event ended the operation an attention may be about."""
+
+    subject_key: str
+    event_type: str
+    occurred_at_ms: int
+
+
+Record = MoneyFact | Mt5Operation | Journal | Attention | Settled
+
+
+def records_of(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> list[Record]:
+    """The read-model records of one event (none for an event the reconciler does not keep): its
+    record, and what it settles."""
     try:
-        if info.event_type in FACT_EVENTS:
-            return _fact(info, body, calendar)
-        if info.event_type in MT5_EVENTS:
-            return _mt5(info, body, calendar)
-        return _journal(info, body)
+        out: list[Record] = []
+        if info.event_type in KEPT_EVENTS:
+            out.append(_record(info, body, calendar))
+        settled = _settled(info, body)
+        if settled is not None:
+            out.append(settled)
+        return out
     except (KeyError, TypeError, ValueError) as exc:
         raise IntakeRefused(f"{info.event_type} {info.event_id}: {type(exc).__name__}: {exc}") from None
+
+
+def _record(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> Record:
+    if info.event_type in FACT_EVENTS:
+        return _fact(info, body, calendar)
+    if info.event_type in MT5_EVENTS:
+        return _mt5(info, body, calendar)
+    if info.event_type in ATTENTION_EVENTS:
+        return _attention(info, body, calendar)
+    return _journal(info, body)
+
+
+def _settled(info: EventInfo, body: Mapping[str, Any]) -> Settled | None:
+    if info.event_type in OPERATION_END_EVENTS:
+        return Settled(f"operation:{body['operation_id']}", info.event_type, info.occurred_at_ms)
+    if info.event_type in MT5_END_EVENTS:
+        row_id = int(body["debit_id"] if info.event_type == "Mt5Debited" else body["credit_id"])
+        return Settled(f"mt5-row:{row_id}", info.event_type, info.occurred_at_ms)
+    return None
+
+
+def _attention(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> Attention:
+    raised, event_id, date_ = info.occurred_at_ms, info.event_id, calendar.date_of(info.occurred_at_ms)
+    if info.event_type == "PaymentNeedsAttention":
+        operation_id = body.get("operation_id")
+        started = body.get("operation_started_at_ms")
+        return Attention(
+            attention_key=f"payment:{info.payment_id}:{operation_id or ''}:{body['kind']}",
+            source="payment_state",
+            subject_key=None if operation_id is None else f"operation:{operation_id}",
+            payment_id=info.payment_id,
+            kind=str(body["kind"]),
+            status=body.get("operation_status"),
+            detail=str(body["detail"]),
+            facts={
+                "merchant_id": str(body["merchant_id"]),
+                "provider": str(body["provider"]),
+                "operation_id": operation_id,
+                "operation_type": body.get("operation_type"),
+                "attempts": int(body.get("attempts", 0)),
+            },
+            started_at_ms=None if started is None else int(started),
+            raised_at_ms=raised,
+            business_date=date_,
+            event_id=event_id,
+        )
+    row_id = int(body["credit_id"])
+    kind = str(body.get("operation_kind", "credit"))
+    if kind not in ("credit", "debit"):
+        raise ValueError(f"operation_kind {kind!r} is neither credit nor debit")
+    return Attention(
+        attention_key=f"mt5-row:{row_id}",
+        source="mt5_credit",
+        subject_key=f"mt5-row:{row_id}",
+        payment_id=info.payment_id,
+        kind=kind,
+        status=str(body["credit_status"]),
+        detail=str(body["reason"]),
+        facts={
+            "row_id": row_id,
+            "comment": f"{'dep' if kind == 'credit' else 'dbt'}:{row_id}",
+            "deposit_reference": str(body["deposit_reference"]),
+            "mt5_login": int(body["mt5_login"]),
+            "amount_minor": int(body["amount_minor"]),
+            "currency": str(body["currency"]),
+        },
+        started_at_ms=None,
+        raised_at_ms=raised,
+        business_date=date_,
+        event_id=event_id,
+    )
 
 
 def _fact(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> MoneyFact:

@@ -165,11 +165,11 @@ class World:
     # -- events, through the real intake ----------------------------------------------------------
 
     def deliver(self, event_type: str, payment_id: str, body: dict[str, Any], at_ms: int) -> None:
-        topic = {
-            "JournalPosted": "ledger.events",
-            "Mt5Credited": "mt5.credit-events",
-            "Mt5Debited": "mt5.credit-events",
-        }.get(event_type, "payments.events")
+        topic = "payments.events"
+        if event_type == "JournalPosted":
+            topic = "ledger.events"
+        elif event_type.startswith("Mt5"):
+            topic = "mt5.credit-events"
         message = self.outbox.event(topic, event_type, payment_id, body, occurred_at_ms=at_ms)
         inbound = InboundEvent(CODEC.decode(message.payload), topic, 0, next(_seq))
         with connect(self.url, application_name="recon-test") as conn, conn.transaction():
