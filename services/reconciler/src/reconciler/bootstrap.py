@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 
 from reconciler.adapters.mt5_deals import Mt5DealSource
 from reconciler.adapters.pg_records import PgRecordStore
+from reconciler.adapters.pg_repairs import PgRepairDesk
 from reconciler.adapters.pg_store import PgReconStore, make_engine
 from reconciler.adapters.psp_reports import PspReportSource
 from reconciler.application.intake import make_handler
@@ -28,6 +29,7 @@ def catalogue_for(settings: ReconSettings) -> TopicCatalogue:
             "mt5.credit-events": settings.mt5_topic,
             "ledger.events": settings.ledger_topic,
             "recon.events": settings.events_topic,
+            "recon.repair-commands": settings.repairs_topic,
         }
     )
 
@@ -60,6 +62,11 @@ def replay_context(consumer_name: str, settings: ReconSettings) -> ReplayContext
 def recon_store(settings: ReconSettings, engine: Engine | None = None) -> PgReconStore:
     _, _, outbox = outbox_writer(settings)
     return PgReconStore(engine or make_engine(settings.database_url), outbox, settings.events_topic)
+
+
+def repair_desk(settings: ReconSettings, engine: Engine) -> PgRepairDesk:
+    _, _, outbox = outbox_writer(settings)
+    return PgRepairDesk(engine, outbox, settings.events_topic, settings.repairs_topic)
 
 
 def run_config(settings: ReconSettings, run: RunSettings) -> RunConfig:

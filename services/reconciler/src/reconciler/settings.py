@@ -56,6 +56,9 @@ class ReconSettings:
     mt5_topic: str = setting("RECON_MT5_TOPIC", topic_name("mt5.credit-events"), doc="MT5 operations")
     ledger_topic: str = setting("RECON_LEDGER_TOPIC", topic_name("ledger.events"), doc="journals")
     events_topic: str = setting("RECON_EVENTS_TOPIC", topic_name("recon.events"), doc="CaseOpened/Resolved")
+    repairs_topic: str = setting(
+        "RECON_REPAIRS_TOPIC", topic_name("recon.repair-commands"), doc="approved repairs (ExecuteRepair)"
+    )
 
     def calendar(self) -> BusinessCalendar:
         cutoff = parse_cutoff(self.cutoff)
@@ -81,7 +84,8 @@ class RunSettings:
 class ApiSettings:
     tokens_file: Path = setting(
         "RECON_API_TOKENS_FILE",
-        doc="lines '<principal> <permission,...> sha256:<hex of the token>'; recon:read, recon:work",
+        doc="lines '<operator> <permission,...> sha256:<hex of the token>', one per operator: cases:view,"
+        " cases:work, repairs:propose, repairs:approve",
     )
     http_host: str = setting("RECON_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
     http_port: int = setting("RECON_HTTP_PORT", 8085)

@@ -1,11 +1,16 @@
-"""The reconciler's HTTP API as a real process: every /v1 route needs a token with the right
-permission (view separate from work); runs and cases read back what a run found, with the evidence
-side by side; acknowledging records who and why; bad input is a 4xx that changes nothing; card data
-is refused before any handler; the gauges the alerts read are on /metrics; SIGTERM exits cleanly."""
+"""The reconciler's HTTP API as a real process: every /v1 route needs one operator's token with the
+right permission (view, work, propose, approve are separate); runs and cases read back what a run
+found, with the evidence side by side; acknowledging records who and why; repairs follow
+maker-checker whatever the maker's permissions; refused writes are audited; bad input is a 4xx that
+changes nothing; card data is refused before any handler; the gauges the alerts read are on
+/metrics; SIGTERM exits cleanly."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,6 +25,7 @@ from reconciler.testing.world import DAY, World
 
 pytestmark = pytest.mark.integration
 VIEWER, WORKER = "viewer-token-0123456789abcdef", "worker-token-0123456789abcdef"
+ALICE, BOB = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
 
 
 class Api:
@@ -44,8 +50,10 @@ class Api:
 def api(world: World, tmp_path: Path) -> Iterator[tuple[Api, World]]:
     tokens = tmp_path / "tokens"
     tokens.write_text(
-        f"viewer recon:read sha256:{token_hash(VIEWER)}\n"
-        f"ops recon:read,recon:work sha256:{token_hash(WORKER)}\n"
+        f"viewer cases:view sha256:{token_hash(VIEWER)}\n"
+        f"ops cases:view,cases:work sha256:{token_hash(WORKER)}\n"
+        f"alice cases:view,repairs:propose,repairs:approve sha256:{token_hash(ALICE)}\n"
+        f"bob cases:view,repairs:approve sha256:{token_hash(BOB)}\n"
     )
     port = free_port()
     env = {
@@ -154,3 +162,101 @@ def test_gauges_for_the_alerts(api: tuple[Api, World]) -> None:
     assert f'recon_last_successful_run_timestamp_seconds{{business_date="{DAY.isoformat()}"}}' in text
     assert "recon_oldest_open_case_age_seconds" in text
     assert f'recon_last_run_duration_seconds{{business_date="{DAY.isoformat()}"}}' in text
+
+
+def test_repairs_maker_checker_through_the_api(api: tuple[Api, World]) -> None:
+    """alice proposes a close (201; the same again: 200, unchanged); alice holds repairs:approve too
+    and is still refused (403 maker_cannot_approve); bob's approval of a digest he did not see is a
+    409; of the one he saw, 200: the case is resolved. A viewer cannot propose; an anonymous POST is
+    401. Every refused write is in the audit with who tried."""
+    client, world = api
+    _a_day_with_a_case(world)
+    [case] = client.call("/v1/cases")[1]["cases"]
+    close = {"repair_type": "close", "reason": "the PSP confirmed a report error"}
+    status, proposed = client.call(f"/v1/cases/{case['id']}/repairs", token=ALICE, body=close)
+    assert (status, proposed["status"], proposed["revision"]) == (201, "proposed", 1)
+    status, again = client.call(f"/v1/cases/{case['id']}/repairs", token=ALICE, body=close)
+    assert (status, again["repair_id"], again["changed"]) == (200, proposed["repair_id"], False)
+    rid, digest = proposed["repair_id"], proposed["command_digest"]
+    status, body = client.call(f"/v1/repairs/{rid}/approve", token=ALICE, body={"command_digest": digest})
+    assert (status, body["error"]) == (403, "maker_cannot_approve")
+    status, body = client.call(f"/v1/repairs/{rid}/approve", token=BOB, body={"command_digest": "a" * 64})
+    assert (status, body["error"]) == (409, "command_changed")
+    assert client.call(f"/v1/cases/{case['id']}/repairs", token=VIEWER, body=close)[0] == 403
+    assert client.call(f"/v1/cases/{case['id']}/repairs", token=None, body=close)[0] == 401
+    status, body = client.call(f"/v1/repairs/{rid}/approve", token=BOB, body={"command_digest": digest})
+    assert (status, body["status"]) == (200, "executed")
+    detail = client.call(f"/v1/cases/{case['id']}")[1]
+    assert detail["status"] == "resolved" and detail["repairs"][0]["approved_by"] == "bob"
+    assert client.call(f"/v1/repairs/{rid}")[1]["command"]["reason"] == close["reason"]
+    audit = client.call("/v1/audit?limit=50")[1]["audit"]
+    refused = sorted((a["operator"], a["action"]) for a in audit if a["outcome"] == "refused")
+    assert refused == [
+        ("(no valid token)", "repairs"),
+        ("alice", "approve"),
+        ("bob", "approve"),
+        ("viewer", "repairs"),
+    ]
+    assert client.call(f"/v1/audit?target=repair:{rid}&operator=bob")[1]["audit"][0]["outcome"] == "done"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"repair_type": "teleport", "reason": "x"},
+        {"repair_type": "close"},
+        {"repair_type": "close", "reason": "x", "amount_minor": "12"},
+        {"repair_type": "close", "reason": "x", "surprise": 1},
+        {"repair_type": "close", "reason": "x", "amount_minor": 5},
+        {"repair_type": "mt5_credit", "reason": "an internal_only case takes no credit", "mt5_login": 7001},
+    ],
+)
+def test_bad_repairs_are_refused_and_change_nothing(api: tuple[Api, World], body: Any) -> None:
+    """An unknown type, a missing reason, a mistyped or unknown field, money on a close, a repair
+    that does not fit the case: a 4xx, no repair exists afterwards."""
+    client, world = api
+    _a_day_with_a_case(world)
+    [case] = client.call("/v1/cases")[1]["cases"]
+    status, _ = client.call(f"/v1/cases/{case['id']}/repairs", token=ALICE, body=body)
+    assert 400 <= status < 500
+    assert client.call("/v1/repairs")[1]["repairs"] == []
+
+
+def _cli(client: Api, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"RECON_API_URL": client.base, "RECON_OPERATOR_TOKEN": token}
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_operator_cli_acts_through_the_api_as_its_token(api: tuple[Api, World]) -> None:
+    """`repairs propose|approve`, `cases acknowledge` and `audit list` are API clients: the operator
+    is the token's; alice's approval of her own repair exits 1 with the server's reason; bob's
+    approval exits 0; the audit shows both, and a bad setting exits 2."""
+    client, world = api
+    _a_day_with_a_case(world)
+    [case] = client.call("/v1/cases")[1]["cases"]
+    done = _cli(client, WORKER, "cases", "acknowledge", str(case["id"]), "--note", "on it")
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "acknowledged"
+    done = _cli(
+        client, ALICE, "repairs", "propose", str(case["id"]), "--type", "close", "--reason", "PSP error"
+    )
+    assert done.returncode == 0, done.stderr
+    proposed = json.loads(done.stdout)
+    rid, digest = str(proposed["repair_id"]), proposed["command_digest"]
+    mine = _cli(client, ALICE, "repairs", "approve", rid, "--digest", digest)
+    assert mine.returncode == 1 and "maker_cannot_approve" in mine.stderr
+    theirs = _cli(client, BOB, "repairs", "approve", rid, "--digest", digest)
+    assert theirs.returncode == 0 and json.loads(theirs.stdout)["status"] == "executed"
+    audit = json.loads(_cli(client, VIEWER, "audit", "list", "--target", f"repair:{rid}", "--json").stdout)
+    assert [(a["operator"], a["outcome"]) for a in reversed(audit["audit"])] == [
+        ("alice", "done"),
+        ("alice", "refused"),
+        ("bob", "done"),
+    ]
+    assert _cli(client, "", "repairs", "list").returncode == 2

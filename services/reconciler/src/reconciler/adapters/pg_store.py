@@ -106,6 +106,10 @@ class PgReconStore:
     def __init__(self, engine: Engine, outbox: OutboxWriter | None, events_topic: str) -> None:
         self._engine, self._outbox, self._topic = engine, outbox, events_topic
 
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
     # -- imports -------------------------------------------------------------------------------------
 
     def save_import(self, report: ParsedReport, source: str) -> ImportResult:
@@ -459,25 +463,6 @@ class PgReconStore:
     def ping(self) -> None:
         with self._engine.connect() as conn:
             conn.execute(select(1))
-
-    def acknowledge(self, case_id: int, actor: str, note: str) -> str | None:
-        """open → acknowledged, with who and why in the history; the case's status after (None: no
-        such case). Acknowledging an acknowledged or resolved case changes nothing."""
-        with self._engine.begin() as conn:
-            status = conn.execute(
-                select(cases.c.status).where(cases.c.id == case_id).with_for_update()
-            ).scalar()
-            if status is None:
-                return None
-            if status != CaseStatus.OPEN.value:
-                return str(status)
-            conn.execute(
-                update(cases)
-                .where(cases.c.id == case_id)
-                .values(status=CaseStatus.ACKNOWLEDGED.value, updated_at=func.now())
-            )
-            self._history(conn, case_id, "acknowledged", None, note, actor)
-            return CaseStatus.ACKNOWLEDGED.value
 
     def gauges(self, days: int = 7) -> dict[str, Any]:
         """What the alerts read (seed 002 §6.1): open cases by class and severity, the oldest open

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, Column, Date, Integer, LargeBinary, MetaData, Numeric, Table, Text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Date,
+    DateTime,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Numeric,
+    Table,
+    Text,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 
 metadata = MetaData()
@@ -214,4 +226,40 @@ case_history = Table(
     Column("run_id", BigInteger),
     Column("actor", Text),
     Column("note", Text),
+)
+
+repairs = Table(
+    "repairs",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("case_id", BigInteger),
+    Column("source_key", Text),
+    Column("repair_type", Text),
+    Column("target", Text),
+    Column("command", JSONB),
+    Column("command_digest", Text),
+    Column("revision", Integer),
+    Column("status", Text),
+    Column("proposed_by", Text),
+    Column("proposed_at", DateTime(timezone=True)),
+    Column("approved_by", Text),
+    Column("approved_at", DateTime(timezone=True)),
+    Column("approved_digest", Text),
+    Column("rejected_by", Text),
+    Column("rejected_reason", Text),
+    Column("outcome_detail", Text),
+    Column("finished_at", DateTime(timezone=True)),
+)
+
+audit = Table(
+    "audit",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("at", DateTime(timezone=True)),
+    Column("operator", Text),
+    Column("action", Text),
+    Column("target", Text),
+    Column("outcome", Text),
+    Column("reason", Text),
+    Column("detail", JSONB),
 )

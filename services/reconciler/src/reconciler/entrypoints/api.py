@@ -1,14 +1,24 @@
-"""The reconciler's HTTP API (aiohttp, port 8085): runs and cases for people and the console, and
-the gauges the alerts read. Every ``/v1`` route needs ``Authorization: Bearer <token>`` with a
-permission: ``recon:read`` to view, ``recon:work`` to acknowledge a case. Card data anywhere in a
-request is refused before any handler sees it (``backbone.http``); bad input gets a 4xx with a
-reason and changes nothing. ``/healthz``, ``/readyz`` and ``/metrics`` are open.
+"""The reconciler's HTTP API (aiohttp, port 8085): runs, cases and repairs for people and the
+console, and the gauges the alerts read. Every ``/v1`` route needs ``Authorization: Bearer <token>``
+of one operator (``backbone.tokens``: the principal is the operator) with a permission:
+``cases:view`` to read, ``cases:work`` to acknowledge, ``repairs:propose`` to propose or amend a
+repair, ``repairs:approve`` to approve or reject one. Maker-checker is the application's rule, not a
+permission: the proposer never approves, whatever they hold. Card data anywhere in a request is
+refused before any handler sees it (``backbone.http``); bad input gets a 4xx with a reason and
+changes nothing; a refused act (including a missing token or permission on a POST) is audited.
+``/healthz``, ``/readyz`` and ``/metrics`` are open.
 
     GET  /v1/runs[?date=YYYY-MM-DD&limit=]
     GET  /v1/runs/{run_id}
     GET  /v1/cases[?date=&status=open|acknowledged|resolved&class=&limit=]
-    GET  /v1/cases/{case_id}                (evidence side by side, history)
-    POST /v1/cases/{case_id}/acknowledge    {"note": "why"}  (recon:work)
+    GET  /v1/cases/{case_id}                (evidence side by side, history, repairs)
+    POST /v1/cases/{case_id}/acknowledge    {"note": "why"}                       (cases:work)
+    POST /v1/cases/{case_id}/repairs        {"repair_type", "reason", "amount_minor"?, "currency"?,
+                                             "mt5_login"?}                         (repairs:propose)
+    GET  /v1/repairs[?case_id=&status=&limit=], GET /v1/repairs/{repair_id}
+    POST /v1/repairs/{repair_id}/approve    {"command_digest": "<the digest you saw>"} (repairs:approve)
+    POST /v1/repairs/{repair_id}/reject     {"reason": "why"}                     (repairs:approve)
+    GET  /v1/audit[?target=case:N|repair:N&operator=&limit=]
 
 Metrics (refreshed every ``RECON_METRICS_INTERVAL_S`` from the database, seed 002 §6.1):
 ``recon_open_cases{case_class,severity}``, ``recon_oldest_open_case_age_seconds``,
@@ -34,13 +44,19 @@ from backbone.outage import Dependency
 from backbone.tokens import Caller, Tokens
 from prometheus_client import Gauge
 
+from reconciler.adapters.pg_repairs import PgRepairDesk
 from reconciler.adapters.pg_store import PgReconStore
+from reconciler.application import repairs as acts
+from reconciler.domain.repairs import RepairRefused, RepairStatus, RepairType
 from reconciler.settings import SERVICE_NAME, ApiSettings
 
 log = get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-PERMISSIONS: Final = frozenset({"recon:read", "recon:work"})
+VIEW, WORK, PROPOSE, APPROVE = "cases:view", "cases:work", "repairs:propose", "repairs:approve"
+PERMISSIONS: Final = frozenset({VIEW, WORK, PROPOSE, APPROVE})
 STATUSES: Final = frozenset({"open", "acknowledged", "resolved"})
+REPAIR_STATUSES: Final = frozenset(s.value for s in RepairStatus)
+ANONYMOUS: Final = "(no valid token)"
 NOTE_MAX: Final = 500
 
 OPEN_CASES = Gauge("recon_open_cases", "open or acknowledged cases", ["case_class", "severity"])
@@ -77,22 +93,31 @@ def publish_gauges(snapshot: dict[str, Any]) -> None:
 
 
 class ReconApi:
-    def __init__(self, settings: ApiSettings, store: PgReconStore, tokens: Tokens, health: Health) -> None:
-        self._s, self._store, self._tokens, self._health = settings, store, tokens, health
+    def __init__(
+        self, settings: ApiSettings, store: PgReconStore, desk: PgRepairDesk, tokens: Tokens, health: Health
+    ) -> None:
+        self._s, self._store, self._desk, self._tokens, self._health = settings, store, desk, tokens, health
         self._database = Dependency("database", "reconciler-api", health, up=False)
         self._gauges_at = 0.0
 
     def app(self) -> web.Application:
         app = service_app(middlewares=[self._middleware], client_max_size=64 * 1024, database=self._database)
         app.add_routes(aiohttp_routes(self._health))
-        read, work = self._guard("recon:read"), self._guard("recon:work")
+        view, work = self._guard(VIEW), self._guard(WORK)
+        propose, approve = self._guard(PROPOSE), self._guard(APPROVE)
         app.add_routes(
             [
-                web.get("/v1/runs", read(self.runs)),
-                web.get("/v1/runs/{run_id}", read(self.run)),
-                web.get("/v1/cases", read(self.cases)),
-                web.get("/v1/cases/{case_id}", read(self.case)),
+                web.get("/v1/runs", view(self.runs)),
+                web.get("/v1/runs/{run_id}", view(self.run)),
+                web.get("/v1/cases", view(self.cases)),
+                web.get("/v1/cases/{case_id}", view(self.case)),
                 web.post("/v1/cases/{case_id}/acknowledge", work(self.acknowledge)),
+                web.post("/v1/cases/{case_id}/repairs", propose(self.propose)),
+                web.get("/v1/repairs", view(self.repairs)),
+                web.get("/v1/repairs/{repair_id}", view(self.repair)),
+                web.post("/v1/repairs/{repair_id}/approve", approve(self.approve)),
+                web.post("/v1/repairs/{repair_id}/reject", approve(self.reject)),
+                web.get("/v1/audit", view(self.audit)),
             ]
         )
         watch(app, self._health, self._probe, self._database)
@@ -110,7 +135,7 @@ class ReconApi:
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             response = await handler(request)
-        except BadRequest as exc:
+        except (BadRequest, RepairRefused) as exc:
             response = _json(exc.status, {"error": exc.error, "detail": exc.detail})
         if request.path.startswith("/v1/"):
             log.info(
@@ -130,8 +155,10 @@ class ReconApi:
                 scheme, _, token = request.headers.get("Authorization", "").partition(" ")
                 caller = self._tokens.caller(token.strip()) if scheme.lower() == "bearer" and token else None
                 if caller is None:
+                    await self._refused(request, ANONYMOUS, "unauthorized: no valid bearer token")
                     return _json(401, {"error": "unauthorized", "detail": "a valid bearer token is required"})
                 if permission not in caller.permissions:
+                    await self._refused(request, caller.principal, f"forbidden: needs {permission}")
                     return _json(403, {"error": "forbidden", "detail": f"needs the {permission} permission"})
                 request["principal"] = caller.principal
                 return await handler(request, caller)
@@ -139,6 +166,14 @@ class ReconApi:
             return guarded
 
         return wrap
+
+    async def _refused(self, request: web.Request, operator: str, reason: str) -> None:
+        """A write refused at the door is an audited attempt (reads are not audited)."""
+        if request.method == "GET":
+            return
+        target = request.path.removeprefix("/v1/")
+        action = target.rsplit("/", 1)[-1]
+        await asyncio.to_thread(self._desk.audit_refused, operator, action, target, reason, {})
 
     # -- handlers ------------------------------------------------------------------------------------
 
@@ -168,9 +203,11 @@ class ReconApi:
         return _json(200, {"cases": rows})
 
     async def case(self, request: web.Request, _: Caller) -> web.Response:
-        found = await asyncio.to_thread(self._store.case, _id(request, "case_id"))
+        case_id = _id(request, "case_id")
+        found = await asyncio.to_thread(self._store.case, case_id)
         if found is None:
             raise BadRequest(404, "not_found", "no such case")
+        found["repairs"] = await asyncio.to_thread(lambda: self._desk.repairs_where(case_id=case_id))
         return _json(200, found)
 
     async def acknowledge(self, request: web.Request, caller: Caller) -> web.Response:
@@ -182,10 +219,117 @@ class ReconApi:
         note = body.get("note") if isinstance(body, dict) else None
         if not isinstance(note, str) or not note.strip() or len(note) > NOTE_MAX:
             raise BadRequest(400, "bad_body", f"note: why, 1-{NOTE_MAX} characters")
-        status = await asyncio.to_thread(self._store.acknowledge, case_id, caller.principal, note.strip())
-        if status is None:
-            raise BadRequest(404, "not_found", "no such case")
-        return _json(200, {"case_id": case_id, "status": status})
+        status = await asyncio.to_thread(
+            acts.acknowledge, self._desk, caller.principal, case_id, note.strip()
+        )
+        return _json(200, {"case_id": case_id, "status": status.value})
+
+    async def propose(self, request: web.Request, caller: Caller) -> web.Response:
+        case_id = _id(request, "case_id")
+        body = await _body(request)
+        raw_type = body.get("repair_type")
+        try:
+            repair_type = RepairType(str(raw_type))
+        except ValueError:
+            kinds = ", ".join(t.value for t in RepairType)
+            raise BadRequest(400, "bad_body", f"repair_type must be one of {kinds}") from None
+        reason = body.get("reason")
+        if not isinstance(reason, str):
+            raise BadRequest(400, "bad_body", "reason: why, a string")
+        amount, currency, login = body.get("amount_minor"), body.get("currency"), body.get("mt5_login")
+        for name, value, kind in (
+            ("amount_minor", amount, int),
+            ("currency", currency, str),
+            ("mt5_login", login, int),
+        ):
+            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+                raise BadRequest(
+                    400, "bad_body", f"{name} must be {'an integer' if kind is int else 'a string'}"
+                )
+        extra = set(body) - {"repair_type", "reason", "amount_minor", "currency", "mt5_login"}
+        if extra:
+            raise BadRequest(400, "bad_body", f"unknown field(s): {', '.join(sorted(extra))}")
+        proposed = await asyncio.to_thread(
+            lambda: acts.propose(
+                self._desk,
+                caller.principal,
+                case_id,
+                repair_type,
+                reason=reason,
+                amount_minor=amount,
+                currency=currency,
+                mt5_login=login,
+            )
+        )
+        return _json(
+            201 if proposed.changed else 200,
+            {
+                "repair_id": proposed.repair_id,
+                "status": proposed.status.value,
+                "command_digest": proposed.command_digest,
+                "revision": proposed.revision,
+                "changed": proposed.changed,
+            },
+        )
+
+    async def repairs(self, request: web.Request, _: Caller) -> web.Response:
+        status = request.query.get("status")
+        if status is not None and status not in REPAIR_STATUSES:
+            raise BadRequest(400, "bad_query", f"status must be one of {', '.join(sorted(REPAIR_STATUSES))}")
+        raw_case = request.query.get("case_id")
+        if raw_case is not None and (not raw_case.isdigit() or len(raw_case) > 18):
+            raise BadRequest(400, "bad_query", "case_id must be a positive integer")
+        rows = await asyncio.to_thread(
+            lambda: self._desk.repairs_where(
+                case_id=int(raw_case) if raw_case is not None else None,
+                status=status,
+                limit=_limit(request.query.get("limit"), self._s.page_size_max),
+            )
+        )
+        return _json(200, {"repairs": rows})
+
+    async def repair(self, request: web.Request, _: Caller) -> web.Response:
+        found = await asyncio.to_thread(self._desk.repair, _id(request, "repair_id"))
+        if found is None:
+            raise BadRequest(404, "not_found", "no such repair")
+        return _json(200, found)
+
+    async def approve(self, request: web.Request, caller: Caller) -> web.Response:
+        repair_id = _id(request, "repair_id")
+        body = await _body(request)
+        digest = body.get("command_digest")
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise BadRequest(400, "bad_body", "command_digest: the 64-hex digest of the command you approve")
+        status = await asyncio.to_thread(acts.approve, self._desk, caller.principal, repair_id, digest)
+        return _json(200, {"repair_id": repair_id, "status": status.value})
+
+    async def reject(self, request: web.Request, caller: Caller) -> web.Response:
+        repair_id = _id(request, "repair_id")
+        reason = (await _body(request)).get("reason")
+        if not isinstance(reason, str):
+            raise BadRequest(400, "bad_body", "reason: why, a string")
+        await asyncio.to_thread(acts.reject, self._desk, caller.principal, repair_id, reason)
+        return _json(200, {"repair_id": repair_id, "status": RepairStatus.REJECTED.value})
+
+    async def audit(self, request: web.Request, _: Caller) -> web.Response:
+        rows = await asyncio.to_thread(
+            lambda: self._desk.audit_where(
+                target=request.query.get("target"),
+                operator=request.query.get("operator"),
+                limit=_limit(request.query.get("limit"), self._s.page_size_max),
+            )
+        )
+        return _json(200, {"audit": rows})
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadRequest(400, "bad_body", "the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise BadRequest(400, "bad_body", "the body must be a JSON object")
+    return body
 
 
 def _id(request: web.Request, name: str) -> int:
@@ -212,10 +356,10 @@ def _limit(raw: str | None, maximum: int) -> int:
     return int(raw)
 
 
-def serve(settings: ApiSettings, store: PgReconStore) -> None:
+def serve(settings: ApiSettings, store: PgReconStore, desk: PgRepairDesk) -> None:
     """Run until SIGTERM/SIGINT (aiohttp finishes the requests in flight)."""
     configure_logging(f"{SERVICE_NAME}-api")
     health = Health.configured()
-    api = ReconApi(settings, store, Tokens.load(settings.tokens_file, PERMISSIONS), health)
+    api = ReconApi(settings, store, desk, Tokens.load(settings.tokens_file, PERMISSIONS), health)
     log.info("api.starting", host=settings.http_host, port=settings.http_port)
     web.run_app(api.app(), host=settings.http_host, port=settings.http_port, access_log=None, print=None)

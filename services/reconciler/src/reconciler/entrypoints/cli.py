@@ -46,11 +46,13 @@ from reconciler.bootstrap import (
     deal_source,
     mt5_gateway,
     recon_store,
+    repair_desk,
     replay_context,
     report_source,
     run_config,
 )
 from reconciler.domain.reports import ReportRefused, ReportType
+from reconciler.entrypoints import operator_cli
 from reconciler.entrypoints.consumer import consumer_environ, run_consumer
 from reconciler.settings import SERVICE_NAME, ApiSettings, ReconSettings, RunSettings
 
@@ -64,6 +66,9 @@ runs_app = typer.Typer(no_args_is_help=True, help="Reconciliation runs.")
 cases_app = typer.Typer(no_args_is_help=True, help="Discrepancy cases.")
 app.add_typer(runs_app, name="runs")
 app.add_typer(cases_app, name="cases")
+app.add_typer(operator_cli.repairs_app, name="repairs")
+app.add_typer(operator_cli.audit_app, name="audit")
+cases_app.command(name="acknowledge")(operator_cli.acknowledge)
 out = Console()
 err = Console(stderr=True)
 
@@ -106,7 +111,8 @@ def relay() -> None:
 
 @app.command()
 def api() -> None:
-    """The HTTP API: runs and cases (recon:read), acknowledge (recon:work), the alerts' gauges."""
+    """The HTTP API: runs, cases, repairs and the audit (cases:view), acknowledge (cases:work),
+    propose (repairs:propose), approve/reject (repairs:approve), the alerts' gauges."""
     settings = _settings()
     try:
         api_settings = load_settings(ApiSettings)
@@ -115,7 +121,8 @@ def api() -> None:
         raise typer.Exit(2) from None
     from reconciler.entrypoints.api import serve  # noqa: PLC0415 - aiohttp only for this process
 
-    serve(api_settings, recon_store(settings))
+    store = recon_store(settings)
+    serve(api_settings, store, repair_desk(settings, store.engine))
 
 
 @app.command(name="migrate")

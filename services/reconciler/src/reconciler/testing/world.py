@@ -25,6 +25,7 @@ from backbone.postgres import connect
 from backbone.psp.reports import BANK_COLUMNS, SETTLEMENT_COLUMNS
 
 from reconciler.adapters.pg_records import PgRecordStore
+from reconciler.adapters.pg_repairs import PgRepairDesk
 from reconciler.adapters.pg_store import PgReconStore, make_engine
 from reconciler.application.intake import make_handler
 from reconciler.application.ports import Deal, NoAnswer, Unavailable
@@ -156,6 +157,7 @@ class World:
     def __post_init__(self) -> None:
         self.engine = make_engine(self.url)
         self.store = PgReconStore(self.engine, self.outbox, "recon.events")
+        self.desk = PgRepairDesk(self.engine, self.outbox, "recon.events", "recon.repair-commands")
         self.handler = make_handler(UTC_MIDNIGHT, lambda uow: PgRecordStore(uow.conn))
         self.config = RunConfig("simpsp", UTC_MIDNIGHT, self.grace_ms)
 

@@ -1,0 +1,258 @@
+"""Operators' acts on cases and repairs: propose (or amend), approve, reject, acknowledge.
+
+Each act is one transaction through the ``RepairDesk`` port: the case and repair rows are locked,
+the domain's rules decide (``domain.repairs``), the change, the case's history and the audit row
+commit together. A refused act changes nothing, and its refusal is audited in a transaction of its
+own (who tried what, and why it was refused).
+
+Approving a ``close`` executes it at once (the case is resolved with the reason: no money moves).
+Approving any other type sends ``ExecuteRepair`` through the outbox, in the approving transaction,
+to the service that executes it; the repair is ``sent`` until that service answers.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from backbone.logs import get_logger
+
+from reconciler.domain.cases import CaseStatus
+from reconciler.domain.repairs import (
+    CaseView,
+    RepairCommand,
+    RepairRefused,
+    RepairStatus,
+    RepairType,
+    RepairView,
+    check_amend,
+    check_approve,
+    check_reject,
+    command_for,
+)
+
+log = get_logger(__name__)
+
+
+class DeskTransaction(Protocol):
+    """One operator act's transaction."""
+
+    def case(self, case_id: int) -> CaseView | None:
+        """The case, locked for the rest of the transaction."""
+        ...
+
+    def repair(self, repair_id: int) -> RepairView | None:
+        """The repair, locked."""
+        ...
+
+    def repair_by_key(self, source_key: str, repair_type: RepairType) -> RepairView | None:
+        """The repair of that record and type, locked (there is at most one)."""
+        ...
+
+    def insert_repair(self, command: RepairCommand, maker: str) -> int: ...
+
+    def amend_repair(self, repair_id: int, command: RepairCommand, maker: str) -> None:
+        """A new command (and revision) for a proposed or rejected repair, proposed again."""
+        ...
+
+    def approve(self, repair_id: int, checker: str, digest: str, status: RepairStatus) -> None: ...
+
+    def reject(self, repair_id: int, checker: str, reason: str) -> None: ...
+
+    def acknowledge(self, case_id: int) -> None: ...
+
+    def resolve_case(self, case_id: int, actor: str, resolution: str) -> None:
+        """Resolved by a person (``CaseResolved`` goes out with it)."""
+        ...
+
+    def send(self, repair_id: int, command: RepairCommand, maker: str, checker: str) -> None:
+        """``ExecuteRepair`` into the outbox, for the command's target."""
+        ...
+
+    def history(self, case_id: int, action: str, actor: str, note: str) -> None: ...
+
+    def audit(
+        self, operator: str, action: str, target: str, reason: str | None, detail: dict[str, Any]
+    ) -> None:
+        """An act that was done."""
+        ...
+
+
+class RepairDesk(Protocol):
+    def acting(self) -> AbstractContextManager[DeskTransaction]:
+        """A transaction: committed at the end of the block, rolled back if it raises."""
+        ...
+
+    def audit_refused(
+        self, operator: str, action: str, target: str, reason: str, detail: dict[str, Any]
+    ) -> None:
+        """An act the server refused, in its own transaction."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    repair_id: int
+    status: RepairStatus
+    command_digest: str
+    revision: int
+    changed: bool  # False: the same command was already proposed (nothing changed)
+
+
+class _Refusals:
+    """Audits a refusal of the act in the ``with`` block, then lets it through."""
+
+    def __init__(
+        self, desk: RepairDesk, operator: str, action: str, target: str, detail: dict[str, Any]
+    ) -> None:
+        self._desk, self._operator, self._action, self._target, self._detail = (
+            desk,
+            operator,
+            action,
+            target,
+            detail,
+        )
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> Literal[False]:
+        if isinstance(exc, RepairRefused):
+            self._desk.audit_refused(
+                self._operator, self._action, self._target, f"{exc.error}: {exc.detail}", self._detail
+            )
+            log.warning(
+                "repairs.refused",
+                operator=self._operator,
+                action=self._action,
+                target=self._target,
+                error=exc.error,
+            )
+        return False
+
+
+def _case(tx: DeskTransaction, case_id: int) -> CaseView:
+    case = tx.case(case_id)
+    if case is None:
+        raise RepairRefused(404, "not_found", f"no case {case_id}")
+    return case
+
+
+def _repair(tx: DeskTransaction, repair_id: int) -> RepairView:
+    repair = tx.repair(repair_id)
+    if repair is None:
+        raise RepairRefused(404, "not_found", f"no repair {repair_id}")
+    return repair
+
+
+def propose(
+    desk: RepairDesk,
+    operator: str,
+    case_id: int,
+    repair_type: RepairType,
+    *,
+    reason: str,
+    amount_minor: int | None = None,
+    currency: str | None = None,
+    mt5_login: int | None = None,
+) -> Proposed:
+    """Propose a repair of ``case_id`` (or amend the proposal of the same record and type)."""
+    asked = {"repair_type": repair_type.value, "amount_minor": amount_minor, "currency": currency}
+    with _Refusals(desk, operator, "propose", f"case:{case_id}", asked), desk.acting() as tx:
+        case = _case(tx, case_id)
+        command = command_for(
+            case,
+            repair_type,
+            reason=reason,
+            amount_minor=amount_minor,
+            currency=currency,
+            mt5_login=mt5_login,
+        )
+        existing = tx.repair_by_key(command.source_key, repair_type)
+        if existing is not None and existing.command == command:  # the same repair again: one repair
+            target = f"repair:{existing.repair_id}"
+            tx.audit(
+                operator, "propose", target, command.reason, {"unchanged": True, "digest": command.digest}
+            )
+            return Proposed(
+                existing.repair_id, existing.status, command.digest, existing.revision, changed=False
+            )
+        if existing is None:
+            repair_id, revision, action = tx.insert_repair(command, operator), 1, "propose"
+        else:
+            check_amend(existing)
+            tx.amend_repair(existing.repair_id, command, operator)
+            repair_id, revision, action = existing.repair_id, existing.revision + 1, "amend"
+        note = (
+            f"repair {repair_id} ({repair_type.value}, revision {revision}) by {operator}: {command.reason}"
+        )
+        tx.history(case_id, "repair_proposed", operator, note)
+        tx.audit(
+            operator,
+            action,
+            f"repair:{repair_id}",
+            command.reason,
+            command.to_json() | {"digest": command.digest},
+        )
+        return Proposed(repair_id, RepairStatus.PROPOSED, command.digest, revision, changed=True)
+
+
+def approve(desk: RepairDesk, operator: str, repair_id: int, seen_digest: str) -> RepairStatus:
+    """Approve exactly the command seen (by its digest): a close is executed now, any other type is
+    sent to the service that executes it."""
+    with (
+        _Refusals(desk, operator, "approve", f"repair:{repair_id}", {"digest": seen_digest}),
+        desk.acting() as tx,
+    ):
+        repair = _repair(tx, repair_id)
+        check_approve(repair, operator, seen_digest)
+        case = _case(tx, repair.case_id)
+        if case.status is CaseStatus.RESOLVED:
+            raise RepairRefused(409, "case_resolved", f"case {case.case_id} is resolved: nothing to repair")
+        command = repair.command
+        if command.repair_type is RepairType.CLOSE:
+            tx.approve(repair_id, operator, seen_digest, RepairStatus.EXECUTED)
+            resolution = (
+                f"closed by repair {repair_id}: {command.reason} (proposed by {repair.proposed_by},"
+                f" approved by {operator})"
+            )
+            tx.resolve_case(case.case_id, operator, resolution)
+            tx.history(case.case_id, "repair_executed", operator, resolution)
+            status = RepairStatus.EXECUTED
+        else:
+            tx.approve(repair_id, operator, seen_digest, RepairStatus.SENT)
+            tx.send(repair_id, command, repair.proposed_by, operator)
+            tx.history(
+                case.case_id,
+                "repair_approved",
+                operator,
+                f"repair {repair_id} approved by {operator}, sent to {command.target}",
+            )
+            status = RepairStatus.SENT
+        tx.audit(
+            operator, "approve", f"repair:{repair_id}", None, {"digest": seen_digest, "status": status.value}
+        )
+        return status
+
+
+def reject(desk: RepairDesk, operator: str, repair_id: int, reason: str) -> None:
+    with _Refusals(desk, operator, "reject", f"repair:{repair_id}", {}), desk.acting() as tx:
+        repair = _repair(tx, repair_id)
+        why = check_reject(repair, operator, reason)
+        tx.reject(repair_id, operator, why)
+        tx.history(
+            repair.case_id, "repair_rejected", operator, f"repair {repair_id} rejected by {operator}: {why}"
+        )
+        tx.audit(operator, "reject", f"repair:{repair_id}", why, {})
+
+
+def acknowledge(desk: RepairDesk, operator: str, case_id: int, note: str) -> CaseStatus:
+    """open → acknowledged, with who and why; an acknowledged or resolved case is left as it is."""
+    with _Refusals(desk, operator, "acknowledge", f"case:{case_id}", {}), desk.acting() as tx:
+        case = _case(tx, case_id)
+        if case.status is CaseStatus.OPEN:
+            tx.acknowledge(case_id)
+            tx.history(case_id, "acknowledged", operator, note)
+        tx.audit(operator, "acknowledge", f"case:{case_id}", note, {"status_before": case.status.value})
+        return CaseStatus.ACKNOWLEDGED if case.status is CaseStatus.OPEN else case.status
