@@ -26,6 +26,7 @@ def catalogue_for(settings: LedgerSettings) -> TopicCatalogue:
             "payments.events": settings.payments_topic,
             "mt5.credit-events": settings.mt5_topic,
             "ledger.events": settings.events_topic,
+            "recon.repair-commands": settings.repairs_topic,
         }
     )
 

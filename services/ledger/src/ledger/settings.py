@@ -37,6 +37,11 @@ class LedgerSettings:
         "LEDGER_PAYMENTS_TOPIC", topic_name("payments.events"), doc="payment-state's facts"
     )
     mt5_topic: str = setting("LEDGER_MT5_TOPIC", topic_name("mt5.credit-events"), doc="mt5-credit's facts")
+    repairs_topic: str = setting(
+        "LEDGER_REPAIRS_TOPIC",
+        topic_name("recon.repair-commands"),
+        doc="approved repairs from the reconciler (ExecuteRepair)",
+    )
     events_topic: str = setting(
         "LEDGER_EVENTS_TOPIC", topic_name("ledger.events"), doc="where JournalPosted goes"
     )

@@ -14,7 +14,7 @@ from backbone.testing import stack as test_stack
 from backbone.testing.processes import wait_until
 from ledger.domain.accounts import AccountKey
 from ledger.testing.database import LedgerDatabase
-from ledger.testing.facts import Fact, deposit, with_body
+from ledger.testing.facts import Fact, deposit, repair, with_body
 from ledger.testing.harness import LedgerService
 from ledger.testing.kafka import LedgerTopics, produce
 from ledger.testing.memory import MemoryLedger
@@ -167,3 +167,33 @@ def test_bad_input_is_dead_lettered_with_its_reason_and_nothing_is_half_posted(l
     ]
     assert sorted(CODEC.decode(m.value or b"").envelope.event_id for m in dlq) == sorted(bad_ids)
     assert all(m.headers["x-dlq-error-class"] == "refused" for m in dlq)
+
+
+def test_a_repair_through_kafka_books_once_across_a_crash(ledger: LedgerService) -> None:
+    """ExecuteRepair for a capture the ledger never saw, on the real repair topic: the consumer is
+    killed right after its DB commit, so Kafka redelivers the command; then the lost event itself
+    arrives. One journal under the fact's reference, sourced from the repair; one RepairOutcome
+    (executed) for the command; the late event books nothing new and is no dead letter."""
+    captured = deposit(901, amount_minor=12_345)[0]
+    produce(ledger.stack.kafka_bootstrap, ledger.topics, [repair(captured, repair_id=41)], CODEC)
+    crashing = ledger.start("consume", BACKBONE_FAILPOINTS="consumer.after_db_commit=kill")
+    assert crashing.wait_exit(WAIT_S) == -9
+    consumer = ledger.start("consume")
+    wait_until(
+        lambda: ledger.scalar("SELECT count(*) FROM processed_events") == 1,
+        WAIT_S,
+        "the repair seen",
+        alive=lambda: consumer.popen.poll() is None,
+    )
+    produce(ledger.stack.kafka_bootstrap, ledger.topics, [captured], CODEC)
+    wait_until(
+        lambda: ledger.scalar("SELECT count(*) FROM processed_events") == 2, WAIT_S, "the late event seen"
+    )
+    reference = f"capture:{captured.body['operation_id']}"
+    rows = ledger.query("SELECT reference, source_type, source_id FROM journals")
+    assert rows == [(reference, "operator", "repair:41")]
+    outcomes = ledger.query("SELECT payload FROM outbox WHERE event_type = 'RepairOutcome'")
+    assert len(outcomes) == 1
+    body = CODEC.decode(bytes(outcomes[0][0])).body
+    assert (body["repair_id"], body["outcome"], body["executed_by"]) == (41, "executed", "ledger")
+    assert ledger.scalar("SELECT count(*) FROM dead_letters") == 0

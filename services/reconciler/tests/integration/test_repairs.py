@@ -5,6 +5,7 @@ goes out as ExecuteRepair through the outbox, once."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -230,3 +231,79 @@ def test_the_database_keeps_the_rule_too(world: World) -> None:
                 conn.execute(sql)
             conn.rollback()
     assert proposed.repair_id > 0
+
+
+def _approved_credit(world: World) -> tuple[int, str, int]:
+    case_id = _not_credited(world)
+    proposed = propose(
+        world.desk, "alice", case_id, RepairType.MT5_CREDIT, reason="credit lost", mt5_login=7001
+    )
+    approve(world.desk, "bob", proposed.repair_id, proposed.command_digest)
+    return proposed.repair_id, proposed.command_digest, case_id
+
+
+def _outcome(repair_id: int, digest: str, outcome: str = "executed") -> dict[str, Any]:
+    return {
+        "repair_id": repair_id,
+        "case_id": 0,
+        "repair_type": "mt5_credit",
+        "outcome": outcome,
+        "detail": "credited through the normal flow",
+        "executed_by": "mt5_credit",
+        "reference": "rep:77",
+        "command_digest": digest,
+    }
+
+
+def test_the_executing_services_answer_is_recorded_once(world: World) -> None:
+    """A RepairOutcome (through the real intake) moves the sent repair to executed and writes the
+    case's history with what the service did; a redelivered or second answer changes nothing, and an
+    answer naming another digest is ignored."""
+    repair_id, digest, case_id = _approved_credit(world)
+    world.deliver("RepairOutcome", "pay-2", _outcome(repair_id, "0" * 64), 1)
+    assert (world.desk.repair(repair_id) or {})["status"] == "sent"
+    world.deliver("RepairOutcome", "pay-2", _outcome(repair_id, digest), 2)
+    world.deliver("RepairOutcome", "pay-2", _outcome(repair_id, digest, "refused"), 3)
+    repair = world.desk.repair(repair_id)
+    assert repair is not None and (repair["status"], repair["outcome_detail"]) == (
+        "executed",
+        "credited through the normal flow",
+    )
+    case = world.store.case(case_id)
+    assert case is not None
+    executed = [h for h in case["history"] if h["action"] == "repair_executed"]
+    assert len(executed) == 1 and executed[0]["actor"] == "mt5_credit" and "rep:77" in executed[0]["note"]
+
+
+def test_a_missing_journal_repair_carries_the_fact_the_ledger_books(world: World) -> None:
+    """A capture the ledger never booked: the post_journal repair moves exactly the fact's amount
+    (not part of it) and its ExecuteRepair carries the PaymentCaptured the ledger missed, rebuilt
+    from the reconciler's read model."""
+    world.deposit(1, journals=False, credited=False)
+    world.publish_reports()
+    world.run()
+    [case] = [c for c in world.store.cases_where() if c["case_class"] == "missing_journal"]
+    _refused(
+        "journal_is_whole",
+        propose,
+        world.desk,
+        "alice",
+        case["id"],
+        RepairType.POST_JOURNAL,
+        reason="x",
+        amount_minor=10,
+    )
+    proposed = propose(world.desk, "alice", case["id"], RepairType.POST_JOURNAL, reason="event lost")
+    approve(world.desk, "bob", proposed.repair_id, proposed.command_digest)
+    [body] = [b for t, _, b in _outbox(world) if t == "ExecuteRepair"]
+    assert (body["target"], body["fact_type"]) == ("ledger", "PaymentCaptured")
+    fact = json.loads(body["fact_json"])
+    assert fact == {
+        "merchant_id": "m1",
+        "operation_id": "op-1",
+        "provider": "simpsp",
+        "provider_payment_id": "pi_1",
+        "amount_minor": 50_000,
+        "currency": "USD",
+        "deposit_reference": "dr-1",
+    }

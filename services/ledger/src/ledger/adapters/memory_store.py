@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from ledger.application.ports import FloorBreached
+from ledger.application.repairs import RepairOutcome
 from ledger.domain.accounts import CHART, AccountKey
 from ledger.domain.chain import GENESIS, ChainHead, PostedJournal
 from ledger.domain.journals import journal_problem
@@ -43,6 +44,7 @@ class InMemoryLedgerStore:
         self._balances: dict[AccountKey, int] = {}
         self._head = GENESIS
         self.announced: list[PostedJournal] = []
+        self.repair_outcomes: list[RepairOutcome] = []
 
     @contextmanager
     def transaction(self) -> Iterator[InMemoryLedgerStore]:
@@ -96,6 +98,9 @@ class InMemoryLedgerStore:
 
     def announce(self, journals: Sequence[PostedJournal]) -> None:
         self.announced.extend(journals)
+
+    def report_repairs(self, outcomes: Sequence[RepairOutcome]) -> None:
+        self.repair_outcomes.extend(outcomes)
 
     def journal(self, journal_id: int) -> PostedJournal | None:
         return self._journals[journal_id - 1] if 0 < journal_id <= len(self._journals) else None

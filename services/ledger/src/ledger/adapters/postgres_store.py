@@ -20,6 +20,7 @@ from backbone.outbox import OutboxWriter
 
 from ledger.adapters.journal_events import journal_posted
 from ledger.application.ports import FloorBreached
+from ledger.application.repairs import RepairOutcome
 from ledger.domain.accounts import AccountKey, Direction
 from ledger.domain.chain import ChainHead, PostedJournal
 from ledger.domain.journals import Entry, JournalDraft, JournalKind, Source, SourceType
@@ -194,6 +195,15 @@ class PgLedgerStore:
         assert self._outbox is not None
         outbox = self._outbox
         outbox.write(self._conn, [journal_posted(outbox, self._topic, j) for j in journals])
+
+    def report_repairs(self, outcomes: Sequence[RepairOutcome]) -> None:
+        invariant(self._outbox is not None, "repairs need the outbox")
+        assert self._outbox is not None
+        outbox = self._outbox
+        messages = [
+            outbox.event(self._topic, "RepairOutcome", o.request.payment_id, o.body()) for o in outcomes
+        ]
+        outbox.write(self._conn, messages)
 
     def _stage(self, journals: Sequence[PostedJournal]) -> None:
         self._conn.execute(_STAGING)

@@ -23,6 +23,7 @@ from backbone.logs import get_logger
 
 from ledger.application.ports import LedgerStore
 from ledger.application.posting import apply_decision, decide_drafts
+from ledger.application.repairs import RepairOutcome, RepairRequest, draft_for_repair, outcome_of, request_of
 from ledger.domain.journals import JournalDraft, Rejected
 from ledger.domain.posting import AlreadyPosted, BelowFloor, ConflictingDuplicate, Posted, PostingOutcome
 from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, draft_for_event
@@ -49,9 +50,12 @@ def meta_of(event: InboundEvent) -> EventMeta:
 
 
 def drafts_for(events: Sequence[InboundEvent], policy: PostingPolicy) -> list[JournalDraft]:
-    """The journal of every money event; raises PostingRejected for the first one refused."""
+    """The journal of every money event; raises PostingRejected for the first one refused.
+    Repair commands are not events: ``repairs_for`` takes them."""
     drafts = []
     for event in events:
+        if event.event_type == "ExecuteRepair":
+            continue
         meta = meta_of(event)
         match draft_for_event(meta, event.event.body, policy):
             case JournalDraft() as draft:
@@ -70,16 +74,43 @@ def make_handler(
 
     def handle(uow: UnitOfWork, events: Sequence[InboundEvent]) -> None:
         drafts = drafts_for(events, policy)
+        repairs, outcomes = repairs_for(events, policy)
         store = store_for(uow)
-        decision = decide_drafts(store, drafts)
+        decision = decide_drafts(store, [*drafts, *(d for _, d in repairs)])
         by_event_id = {e.event_id: e for e in events}
-        for draft, outcome in zip(drafts, decision.outcomes, strict=True):
+        for draft, outcome in zip(drafts, decision.outcomes, strict=False):
             refusal = refusal_of(outcome)
             if refusal is not None:  # refused before anything of the batch is written
                 _reject(meta_of(by_event_id[draft.source.source_id]), refusal)
+        posted = decision.outcomes[len(drafts) :]
+        outcomes += [outcome_of(request, o) for (request, _), o in zip(repairs, posted, strict=True)]
         apply_decision(store, decision)
+        if outcomes:
+            store.report_repairs(outcomes)
+            for o in outcomes:
+                log.info("ledger.repair", repair_id=o.request.repair_id, outcome=o.outcome, detail=o.detail)
 
     return handle
+
+
+def repairs_for(
+    events: Sequence[InboundEvent], policy: PostingPolicy
+) -> tuple[list[tuple[RepairRequest, JournalDraft]], list[RepairOutcome]]:
+    """The ledger's repair commands: the journals to post, and the ones refused already."""
+    drafts: list[tuple[RepairRequest, JournalDraft]] = []
+    refused: list[RepairOutcome] = []
+    for event in events:
+        if event.event_type != "ExecuteRepair":
+            continue
+        request = request_of(event.event.envelope.payment_id, event.event.body)
+        if request is None:
+            continue
+        match draft_for_repair(request, meta_of(event), policy):
+            case JournalDraft() as draft:
+                drafts.append((request, draft))
+            case RepairOutcome() as outcome:
+                refused.append(outcome)
+    return drafts, refused
 
 
 def refusal_of(outcome: PostingOutcome) -> str | None:

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ledger.domain.accounts import AccountKey
 from ledger.domain.chain import ChainHead, PostedJournal
 from ledger.domain.posting import KnownJournal
+
+if TYPE_CHECKING:
+    from ledger.application.repairs import RepairOutcome
 
 
 class FloorBreached(Exception):
@@ -49,6 +52,10 @@ class LedgerStore(Protocol):
 
     def announce(self, journals: Sequence[PostedJournal]) -> None:
         """Queue one ``JournalPosted`` per journal in the same transaction (the outbox)."""
+        ...
+
+    def report_repairs(self, outcomes: Sequence[RepairOutcome]) -> None:
+        """A RepairOutcome event per repair command decided, in the caller's transaction."""
         ...
 
     def journal(self, journal_id: int) -> PostedJournal | None: ...

@@ -62,6 +62,7 @@ NO_MONEY_EVENTS: Final = frozenset(
         "PaymentFailed",
         "RefundFailed",
         "PaymentNeedsAttention",
+        "RepairOutcome",
         "Mt5CreditFailed",
         "Mt5CreditNeedsAttention",
     }

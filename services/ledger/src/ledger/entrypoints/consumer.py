@@ -1,7 +1,8 @@
 """The ledger's consumer process: the backbone's ``IdempotentConsumer`` with the ledger's handler.
 
 Defaults (override by env): ``CONSUMER_NAME=ledger`` (group id and dedup namespace),
-``CONSUMER_TOPICS`` = ``LEDGER_PAYMENTS_TOPIC,LEDGER_MT5_TOPIC``, ``CONSUMER_BATCH_SIZE_MAX=2000``.
+``CONSUMER_TOPICS`` = ``LEDGER_PAYMENTS_TOPIC,LEDGER_MT5_TOPIC,LEDGER_REPAIRS_TOPIC``,
+``CONSUMER_BATCH_SIZE_MAX=2000``.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ def consumer_environ(environ: Mapping[str, str]) -> dict[str, str]:
     env = dict(environ)
     payments = env.get("LEDGER_PAYMENTS_TOPIC") or topic_name("payments.events")
     mt5 = env.get("LEDGER_MT5_TOPIC") or topic_name("mt5.credit-events")
+    repairs = env.get("LEDGER_REPAIRS_TOPIC") or topic_name("recon.repair-commands")
     env.setdefault("CONSUMER_NAME", SERVICE_NAME)
-    env.setdefault("CONSUMER_TOPICS", f"{payments},{mt5}")
+    env.setdefault("CONSUMER_TOPICS", f"{payments},{mt5},{repairs}")
     # One chain-head lock, one fsync and a fixed number of round trips per batch: bigger batches
     # amortize them (measured: ~93 us of PostgreSQL per journal at 500, ~58 at 2000).
     env.setdefault("CONSUMER_BATCH_SIZE_MAX", str(BATCH_SIZE_DEFAULT))

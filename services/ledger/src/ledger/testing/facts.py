@@ -8,6 +8,7 @@ and topic, in any interleaving across payments and topics.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,7 +16,7 @@ from backbone.avro import AvroCodec, DecodedEvent, Envelope, new_envelope
 from backbone.consumer import InboundEvent
 from backbone.ids import new_event_id
 
-Role = Literal["payments", "mt5"]
+Role = Literal["payments", "mt5", "repairs"]
 Ending = Literal["credited", "refunded", "charged_back", "refunded_before_credit", "not_deposit", "repaired"]
 ENDINGS: tuple[Ending, ...] = (
     "credited",
@@ -37,6 +38,12 @@ class Fact:
     event_id: str
     occurred_at_ms: int
 
+    @property
+    def version(self) -> int:
+        """Facts are written as their first schema version (a v1 producer); a repair as v2, the
+        first that names its target."""
+        return 2 if self.event_type == "ExecuteRepair" else 1
+
     def with_new_event_id(self) -> Fact:
         """The same business fact published again under a new event id (a producer's retry)."""
         return Fact(
@@ -48,18 +55,17 @@ class Fact:
             self.event_type,
             self.payment_id,
             producer,
-            schema_version=1,
+            schema_version=self.version,
             occurred_at_ms=self.occurred_at_ms,
             event_id=self.event_id,
         )
 
     def encode(self, codec: AvroCodec) -> bytes:
-        # Facts are written as their first schema version (a v1 producer); newer readers resolve them.
-        return codec.encode(self.event_type, {"envelope": self.envelope(), **self.body}, version=1)
+        return codec.encode(self.event_type, {"envelope": self.envelope(), **self.body}, version=self.version)
 
     def inbound(self, topic: str, partition: int = 0, offset: int = 0) -> InboundEvent:
         env = self.envelope()
-        decoded = DecodedEvent(Envelope(**env), self.event_type, 1, {"envelope": env, **self.body})
+        decoded = DecodedEvent(Envelope(**env), self.event_type, self.version, {"envelope": env, **self.body})
         return InboundEvent(decoded, topic, partition, offset)
 
 
@@ -242,3 +248,33 @@ def with_body(fact: Fact, **changes: Any) -> Fact:
         new_event_id(),
         fact.occurred_at_ms,
     )
+
+
+def repair(
+    fact: Fact,
+    *,
+    repair_id: int = 1,
+    repair_type: str = "post_journal",
+    target: str = "ledger",
+    requested_by: str = "alice",
+    approved_by: str = "bob",
+    at_ms: int | None = None,
+) -> Fact:
+    """An approved ExecuteRepair (v2) asking the ledger to book ``fact``, as the reconciler sends it."""
+    body = {
+        "repair_id": repair_id,
+        "case_id": 100 + repair_id,
+        "repair_type": repair_type,
+        "target": target,
+        "source_key": f"repair-source-{repair_id}",
+        "requested_by": requested_by,
+        "approved_by": approved_by,
+        "amount_minor": fact.body.get("amount_minor"),
+        "currency": fact.body.get("currency"),
+        "mt5_login": None,
+        "reason": "the event was lost",
+        "fact_type": fact.event_type,
+        "fact_json": json.dumps(fact.body),
+        "command_digest": "d" * 64,
+    }
+    return _fact("repairs", "ExecuteRepair", fact.payment_id, at_ms or fact.occurred_at_ms + 86_400_000, body)

@@ -11,7 +11,8 @@ from confluent_kafka import Producer
 
 from ledger.testing.facts import Fact
 
-LEDGER_EVENTS = frozenset({"JournalPosted"})
+LEDGER_EVENTS = frozenset({"JournalPosted", "RepairOutcome"})
+REPAIR_COMMANDS = frozenset({"ExecuteRepair"})
 PAYMENT_EVENTS = frozenset(
     {
         "PaymentRequiresAction",
@@ -23,9 +24,12 @@ PAYMENT_EVENTS = frozenset(
         "RefundFailed",
         "ChargebackReceived",
         "PaymentNeedsAttention",
+        "RepairOutcome",
     }
 )
-MT5_EVENTS = frozenset({"Mt5Credited", "Mt5Debited", "Mt5CreditFailed", "Mt5CreditNeedsAttention"})
+MT5_EVENTS = frozenset(
+    {"Mt5Credited", "Mt5Debited", "Mt5CreditFailed", "Mt5CreditNeedsAttention", "RepairOutcome"}
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class LedgerTopics:
     payments: str
     mt5: str
     events: str
+    repairs: str
     partitions: int = 3
 
     @classmethod
@@ -41,6 +46,7 @@ class LedgerTopics:
             test_kafka.unique_topic("lp"),
             test_kafka.unique_topic("lm"),
             test_kafka.unique_topic("le"),
+            test_kafka.unique_topic("lr"),
             partitions,
         )
 
@@ -49,7 +55,8 @@ class LedgerTopics:
             "LEDGER_PAYMENTS_TOPIC": self.payments,
             "LEDGER_MT5_TOPIC": self.mt5,
             "LEDGER_EVENTS_TOPIC": self.events,
-            "CONSUMER_TOPICS": f"{self.payments},{self.mt5}",
+            "LEDGER_REPAIRS_TOPIC": self.repairs,
+            "CONSUMER_TOPICS": f"{self.payments},{self.mt5},{self.repairs}",
         }
 
     def create(self, bootstrap: str) -> None:
@@ -57,14 +64,15 @@ class LedgerTopics:
             (self.payments, PAYMENT_EVENTS),
             (self.mt5, MT5_EVENTS),
             (self.events, LEDGER_EVENTS),
+            (self.repairs, REPAIR_COMMANDS),
         ):
             test_kafka.create_topics(bootstrap, test_kafka.probe_catalogue(name, self.partitions, events))
 
     def delete(self, bootstrap: str) -> None:
-        test_kafka.delete_topics(bootstrap, [self.payments, self.mt5, self.events])
+        test_kafka.delete_topics(bootstrap, [self.payments, self.mt5, self.events, self.repairs])
 
     def topic_of(self, fact: Fact) -> str:
-        return self.payments if fact.role == "payments" else self.mt5
+        return {"payments": self.payments, "mt5": self.mt5, "repairs": self.repairs}[fact.role]
 
 
 def produce(bootstrap: str, topics: LedgerTopics, facts: Iterable[Fact], codec: AvroCodec) -> int:

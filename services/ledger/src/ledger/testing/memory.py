@@ -15,7 +15,7 @@ from ledger.application.events import PostingRejected, make_handler
 from ledger.domain.rules import PostingPolicy
 from ledger.testing.facts import Fact
 
-TOPICS = {"payments": "payments.events", "mt5": "mt5.credit-events"}
+TOPICS = {"payments": "payments.events", "mt5": "mt5.credit-events", "repairs": "recon.repair-commands"}
 
 
 class MemoryLedger:

@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import psycopg
+from backbone.logs import get_logger
 
-from reconciler.domain.intake import Attention, Journal, MoneyFact, Mt5Operation, Record, Settled
+from reconciler.domain.intake import Attention, Journal, MoneyFact, Mt5Operation, Record, RepairDone, Settled
 
+log = get_logger(__name__)
 _FACT: Final = (
     "INSERT INTO money_facts (source_key, kind, payment_id, merchant_id, provider, provider_object_id,"
     " amount_minor, currency, deposit_reference, occurred_at_ms, business_date, event_id)"
@@ -35,6 +37,12 @@ _ATTENTION: Final = (
 _SETTLE: Final = (
     "UPDATE attention SET settled_by = %s, settled_at_ms = %s WHERE subject_key = %s AND settled_by IS NULL"
 )
+# an outcome answers one approved command: a repair still waiting for it, with that digest
+_REPAIR_DONE: Final = (
+    "UPDATE repairs SET status = %s, outcome_detail = %s, finished_at = now()"
+    " WHERE id = %s AND command_digest = %s AND status IN ('sent', 'unknown') RETURNING case_id"
+)
+_REPAIR_HISTORY: Final = "INSERT INTO case_history (case_id, action, actor, note) VALUES (%s, %s, %s, %s)"
 _JOURNAL: Final = (
     "INSERT INTO journals (journal_id, reference, payment_id, business_date, balanced, entries, event_id)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
@@ -134,4 +142,19 @@ class PgRecordStore:
                         (r.event_type, r.occurred_at_ms, r.subject_key) for r in run if isinstance(r, Settled)
                     ]
                     cur.executemany(_SETTLE, settles)
+            for done in (r for r in records if isinstance(r, RepairDone)):
+                kept += self._repair_done(cur, done)
         return kept
+
+    @staticmethod
+    def _repair_done(cur: psycopg.Cursor[Any], done: RepairDone) -> int:
+        row = cur.execute(
+            _REPAIR_DONE, (done.outcome, done.detail[:1000], done.repair_id, done.command_digest)
+        ).fetchone()
+        if row is None:  # a redelivery, or an answer to no waiting command: nothing to change
+            log.info("reconciler.repair_outcome_ignored", repair_id=done.repair_id, event_id=done.event_id)
+            return 0
+        found = f" ({done.reference})" if done.reference else ""
+        note = f"repair {done.repair_id} {done.outcome} by {done.executed_by}: {done.detail}{found}"
+        cur.execute(_REPAIR_HISTORY, (row[0], f"repair_{done.outcome}", done.executed_by, note[:2000]))
+        return 1

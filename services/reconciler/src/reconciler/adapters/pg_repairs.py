@@ -8,6 +8,7 @@ is the command's. The audit table is append-only (a trigger refuses UPDATE, DELE
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +33,8 @@ def _command(raw: dict[str, Any]) -> RepairCommand:
         mt5_login=raw["mt5_login"],
         payment_id=raw["payment_id"],
         reason=str(raw["reason"]),
+        fact_type=raw.get("fact_type"),
+        fact=raw.get("fact"),
     )
 
 
@@ -167,6 +170,8 @@ class _Tx:
             "currency": command.currency,
             "mt5_login": command.mt5_login,
             "reason": command.reason,
+            "fact_type": command.fact_type,
+            "fact_json": None if command.fact is None else json.dumps(command.fact, sort_keys=True),
             "command_digest": command.digest,
         }
         key = command.payment_id or command.source_key  # one payment's repairs stay in order

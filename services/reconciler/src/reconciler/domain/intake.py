@@ -29,6 +29,8 @@ FACT_EVENTS: Final = frozenset({"PaymentCaptured", "RefundSucceeded", "Chargebac
 MT5_EVENTS: Final = frozenset({"Mt5Credited", "Mt5Debited"})
 JOURNAL_EVENTS: Final = frozenset({"JournalPosted"})
 ATTENTION_EVENTS: Final = frozenset({"PaymentNeedsAttention", "Mt5CreditNeedsAttention"})
+REPAIR_EVENTS: Final = frozenset({"RepairOutcome"})
+REPAIR_OUTCOMES: Final = frozenset({"executed", "refused", "unknown"})
 # events that end an operation: they settle an attention raised about it earlier
 OPERATION_END_EVENTS: Final = frozenset(
     {
@@ -41,7 +43,7 @@ OPERATION_END_EVENTS: Final = frozenset(
     }
 )
 MT5_END_EVENTS: Final = frozenset({"Mt5Credited", "Mt5Debited", "Mt5CreditFailed"})
-KEPT_EVENTS: Final = FACT_EVENTS | MT5_EVENTS | JOURNAL_EVENTS | ATTENTION_EVENTS
+KEPT_EVENTS: Final = FACT_EVENTS | MT5_EVENTS | JOURNAL_EVENTS | ATTENTION_EVENTS | REPAIR_EVENTS
 
 
 class IntakeRefused(ValueError):
@@ -130,7 +132,20 @@ class Settled:
     occurred_at_ms: int
 
 
-Record = MoneyFact | Mt5Operation | Journal | Attention | Settled
+@dataclass(frozen=True, slots=True)
+class RepairDone:
+    """What the service an approved repair was sent to did with it."""
+
+    repair_id: int
+    outcome: str  # executed | refused | unknown
+    detail: str
+    executed_by: str
+    reference: str | None
+    command_digest: str
+    event_id: str
+
+
+Record = MoneyFact | Mt5Operation | Journal | Attention | Settled | RepairDone
 
 
 def records_of(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> list[Record]:
@@ -155,7 +170,24 @@ def _record(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar
         return _mt5(info, body, calendar)
     if info.event_type in ATTENTION_EVENTS:
         return _attention(info, body, calendar)
+    if info.event_type in REPAIR_EVENTS:
+        return _repair_done(info, body)
     return _journal(info, body)
+
+
+def _repair_done(info: EventInfo, body: Mapping[str, Any]) -> RepairDone:
+    outcome = str(body["outcome"])
+    if outcome not in REPAIR_OUTCOMES:
+        raise ValueError(f"outcome {outcome!r} is not one of {sorted(REPAIR_OUTCOMES)}")
+    return RepairDone(
+        repair_id=int(body["repair_id"]),
+        outcome=outcome,
+        detail=str(body["detail"]),
+        executed_by=str(body["executed_by"]),
+        reference=body.get("reference"),
+        command_digest=str(body["command_digest"]),
+        event_id=info.event_id,
+    )
 
 
 def _settled(info: EventInfo, body: Mapping[str, Any]) -> Settled | None:

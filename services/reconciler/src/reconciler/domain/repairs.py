@@ -113,6 +113,8 @@ class RepairCommand:
     mt5_login: int | None
     payment_id: str | None
     reason: str
+    fact_type: str | None = None  # post_journal: the money fact the journal books, as its event
+    fact: dict[str, Any] | None = None
 
     @property
     def digest(self) -> str:
@@ -194,6 +196,13 @@ def command_for(
         raise RepairRefused(
             422, "currency_differs", f"the case's money is in {money.currency}, not {currency}"
         )
+    fact_type, fact = None, None
+    if repair_type is RepairType.POST_JOURNAL:
+        fact_type, fact = fact_event(case)
+        if amount != money.amount_minor:  # the journal the fact should have had, or it would conflict
+            raise RepairRefused(
+                422, "journal_is_whole", f"a missing journal books the whole fact: {money.amount_minor}"
+            )
     needs_login = repair_type in (RepairType.MT5_CREDIT, RepairType.MT5_DEBIT)
     login = mt5_login if mt5_login is not None else _login_of(case)
     if needs_login and (not isinstance(login, int) or isinstance(login, bool) or login <= 0):
@@ -208,7 +217,44 @@ def command_for(
         login if needs_login else None,
         money.payment_id,
         reason,
+        fact_type,
+        fact,
     )
+
+
+def fact_event(case: CaseView) -> tuple[str, dict[str, Any]]:
+    """The event the ledger missed, rebuilt from the reconciler's read model of it (the fields the
+    ledger's posting rule for that event reads), so the repair books exactly that journal under the
+    fact's own reference: if the lost event arrives later, it is the same journal, posted once."""
+    fact = case.evidence.get("fact")
+    if not isinstance(fact, dict):
+        raise RepairRefused(
+            422,
+            "not_yet_supported",
+            "post_journal repairs money facts (captures, refunds, chargebacks); a missing journal of an"
+            " MT5 operation needs its deposit reference, which the reconciler does not keep yet",
+        )
+    kind, key = str(fact["kind"]), str(fact["source_key"]).split(":", 1)[1]
+    common = {
+        "merchant_id": fact["merchant_id"],
+        "provider": fact["provider"],
+        "amount_minor": fact["amount_minor"],
+        "currency": fact["currency"],
+        "deposit_reference": fact.get("deposit_reference"),
+    }
+    if kind == "capture":
+        return "PaymentCaptured", common | {
+            "operation_id": key,
+            "provider_payment_id": fact["provider_object_id"],
+        }
+    if kind == "refund":
+        body = {"refund_id": key, "operation_id": "", "provider_refund_id": fact["provider_object_id"]}
+        return "RefundSucceeded", common | body
+    return "ChargebackReceived", common | {
+        "chargeback_id": key,
+        "provider_dispute_id": fact["provider_object_id"],
+        "reason": None,
+    }
 
 
 def _login_of(case: CaseView) -> int | None:
