@@ -27,6 +27,7 @@ def catalogue_for(settings: LedgerSettings) -> TopicCatalogue:
             "mt5.credit-events": settings.mt5_topic,
             "ledger.events": settings.events_topic,
             "recon.repair-commands": settings.repairs_topic,
+            "recon.repair-outcomes": settings.repair_outcomes_topic,
         }
     )
 
@@ -41,7 +42,9 @@ def consumer_handler(settings: LedgerSettings) -> BatchHandler:
     committed_ids = AccountIds()  # shared by the process's batches: after warm-up, no account lookups
 
     def store_for(uow: UnitOfWork) -> PgLedgerStore:
-        return PgLedgerStore(uow.conn, uow.outbox, settings.events_topic, committed_ids)
+        return PgLedgerStore(
+            uow.conn, uow.outbox, settings.events_topic, committed_ids, settings.repair_outcomes_topic
+        )
 
     return make_handler(settings.policy(), store_for)
 

@@ -42,6 +42,11 @@ class LedgerSettings:
         topic_name("recon.repair-commands"),
         doc="approved repairs from the reconciler (ExecuteRepair)",
     )
+    repair_outcomes_topic: str = setting(
+        "LEDGER_REPAIR_OUTCOMES_TOPIC",
+        topic_name("recon.repair-outcomes"),
+        doc="where the ledger answers each repair (RepairOutcome)",
+    )
     events_topic: str = setting(
         "LEDGER_EVENTS_TOPIC", topic_name("ledger.events"), doc="where JournalPosted goes"
     )

@@ -30,6 +30,7 @@ def catalogue_for(settings: ReconSettings) -> TopicCatalogue:
             "ledger.events": settings.ledger_topic,
             "recon.events": settings.events_topic,
             "recon.repair-commands": settings.repairs_topic,
+            "recon.repair-outcomes": settings.outcomes_topic,
         }
     )
 

@@ -59,6 +59,11 @@ class ReconSettings:
     repairs_topic: str = setting(
         "RECON_REPAIRS_TOPIC", topic_name("recon.repair-commands"), doc="approved repairs (ExecuteRepair)"
     )
+    outcomes_topic: str = setting(
+        "RECON_REPAIR_OUTCOMES_TOPIC",
+        topic_name("recon.repair-outcomes"),
+        doc="what the executing services did with them (RepairOutcome)",
+    )
 
     def calendar(self) -> BusinessCalendar:
         cutoff = parse_cutoff(self.cutoff)

@@ -87,7 +87,8 @@ def test_a_credit_repair_moves_at_most_what_the_case_explains() -> None:
 def test_a_repair_must_fit_its_case() -> None:
     """Each type repairs only the classes it can (a journal for a missing journal, a credit for a
     missing credit, a provider fact for an external-only row); a close fits every class and moves
-    no money; a resolved case takes no repair."""
+    no money; a resolved case takes no repair; a missing journal is repaired with the fact it lacks
+    (an MT5 operation's is not yet supported)."""
     error = _refused("repair_does_not_fit", command_for, _case(), RepairType.POST_JOURNAL, reason="x")
     assert "fits: close, mt5_credit" in error.detail
     close = command_for(
@@ -107,12 +108,17 @@ def test_a_repair_must_fit_its_case() -> None:
         "pay-9",
         "payment_state",
     )
-    journal = command_for(
-        _case(CaseClass.MISSING_JOURNAL, operation=FACT | {"mt5_login": 7001}),
-        RepairType.POST_JOURNAL,
-        reason="y",
-    )
-    assert (journal.target, journal.mt5_login) == ("ledger", None)
+    booked = FACT | {
+        "kind": "capture",
+        "merchant_id": "m1",
+        "provider": "simpsp",
+        "provider_object_id": "pi_1",
+    }
+    journal = command_for(_case(CaseClass.MISSING_JOURNAL, fact=booked), RepairType.POST_JOURNAL, reason="y")
+    assert (journal.target, journal.mt5_login, journal.fact_type) == ("ledger", None, "PaymentCaptured")
+    assert journal.fact is not None and journal.fact["operation_id"] == "op-1"
+    operation = _case(CaseClass.MISSING_JOURNAL, operation=FACT | {"mt5_login": 7001})
+    _refused("not_yet_supported", command_for, operation, RepairType.POST_JOURNAL, reason="y")
 
 
 def test_the_digest_binds_every_field_of_the_command() -> None:

@@ -101,10 +101,12 @@ class PgLedgerStore:
         outbox: OutboxWriter | None,
         events_topic: str,
         committed_ids: AccountIds | None = None,
+        repair_outcomes_topic: str | None = None,
     ) -> None:
         self._conn = conn
         self._outbox = outbox
         self._topic = events_topic
+        self._outcomes_topic = repair_outcomes_topic
         self._committed = committed_ids or AccountIds()
         self._ids: dict[AccountKey, int] = {}
         self._posted_at: datetime | None = None
@@ -198,11 +200,10 @@ class PgLedgerStore:
 
     def report_repairs(self, outcomes: Sequence[RepairOutcome]) -> None:
         invariant(self._outbox is not None, "repairs need the outbox")
-        assert self._outbox is not None
-        outbox = self._outbox
-        messages = [
-            outbox.event(self._topic, "RepairOutcome", o.request.payment_id, o.body()) for o in outcomes
-        ]
+        invariant(self._outcomes_topic is not None, "repairs need the outcomes topic")
+        assert self._outbox is not None and self._outcomes_topic is not None
+        outbox, topic = self._outbox, self._outcomes_topic
+        messages = [outbox.event(topic, "RepairOutcome", o.request.payment_id, o.body()) for o in outcomes]
         outbox.write(self._conn, messages)
 
     def _stage(self, journals: Sequence[PostedJournal]) -> None:

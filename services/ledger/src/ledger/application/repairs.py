@@ -8,7 +8,7 @@ journal whatever happens next: the same command redelivered is ``AlreadyPosted``
 event if it turns up later. The journal's source is the repair (an operator action: who proposed,
 who approved, the command's digest), its business date the day it is executed.
 
-Every command addressed to the ledger gets exactly one ``RepairOutcome`` on ``ledger.events`` in
+Every command addressed to the ledger gets exactly one ``RepairOutcome`` on ``recon.repair-outcomes`` in
 the batch transaction: ``executed`` (posted, or found already posted with the same entries) or
 ``refused`` (a type the ledger does not execute, a fact its rules refuse, a reference already booked
 with other entries, a floor). A command for another service is none of the ledger's business.

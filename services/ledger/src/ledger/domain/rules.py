@@ -62,7 +62,6 @@ NO_MONEY_EVENTS: Final = frozenset(
         "PaymentFailed",
         "RefundFailed",
         "PaymentNeedsAttention",
-        "RepairOutcome",
         "Mt5CreditFailed",
         "Mt5CreditNeedsAttention",
     }

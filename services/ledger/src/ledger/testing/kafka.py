@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 
 from ledger.testing.facts import Fact
 
-LEDGER_EVENTS = frozenset({"JournalPosted", "RepairOutcome"})
+LEDGER_EVENTS = frozenset({"JournalPosted"})
 REPAIR_COMMANDS = frozenset({"ExecuteRepair"})
 PAYMENT_EVENTS = frozenset(
     {
@@ -24,12 +24,10 @@ PAYMENT_EVENTS = frozenset(
         "RefundFailed",
         "ChargebackReceived",
         "PaymentNeedsAttention",
-        "RepairOutcome",
     }
 )
-MT5_EVENTS = frozenset(
-    {"Mt5Credited", "Mt5Debited", "Mt5CreditFailed", "Mt5CreditNeedsAttention", "RepairOutcome"}
-)
+MT5_EVENTS = frozenset({"Mt5Credited", "Mt5Debited", "Mt5CreditFailed", "Mt5CreditNeedsAttention"})
+REPAIR_OUTCOMES = frozenset({"RepairOutcome"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +36,7 @@ class LedgerTopics:
     mt5: str
     events: str
     repairs: str
+    outcomes: str
     partitions: int = 3
 
     @classmethod
@@ -47,6 +46,7 @@ class LedgerTopics:
             test_kafka.unique_topic("lm"),
             test_kafka.unique_topic("le"),
             test_kafka.unique_topic("lr"),
+            test_kafka.unique_topic("lo"),
             partitions,
         )
 
@@ -56,6 +56,7 @@ class LedgerTopics:
             "LEDGER_MT5_TOPIC": self.mt5,
             "LEDGER_EVENTS_TOPIC": self.events,
             "LEDGER_REPAIRS_TOPIC": self.repairs,
+            "LEDGER_REPAIR_OUTCOMES_TOPIC": self.outcomes,
             "CONSUMER_TOPICS": f"{self.payments},{self.mt5},{self.repairs}",
         }
 
@@ -65,11 +66,14 @@ class LedgerTopics:
             (self.mt5, MT5_EVENTS),
             (self.events, LEDGER_EVENTS),
             (self.repairs, REPAIR_COMMANDS),
+            (self.outcomes, REPAIR_OUTCOMES),
         ):
             test_kafka.create_topics(bootstrap, test_kafka.probe_catalogue(name, self.partitions, events))
 
     def delete(self, bootstrap: str) -> None:
-        test_kafka.delete_topics(bootstrap, [self.payments, self.mt5, self.events, self.repairs])
+        test_kafka.delete_topics(
+            bootstrap, [self.payments, self.mt5, self.events, self.repairs, self.outcomes]
+        )
 
     def topic_of(self, fact: Fact) -> str:
         return {"payments": self.payments, "mt5": self.mt5, "repairs": self.repairs}[fact.role]

@@ -172,6 +172,8 @@ class World:
             topic = "ledger.events"
         elif event_type.startswith("Mt5"):
             topic = "mt5.credit-events"
+        elif event_type == "RepairOutcome":
+            topic = "recon.repair-outcomes"
         message = self.outbox.event(topic, event_type, payment_id, body, occurred_at_ms=at_ms)
         inbound = InboundEvent(CODEC.decode(message.payload), topic, 0, next(_seq))
         with connect(self.url, application_name="recon-test") as conn, conn.transaction():
