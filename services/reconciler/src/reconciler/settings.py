@@ -96,3 +96,62 @@ class ApiSettings:
     http_port: int = setting("RECON_HTTP_PORT", 8085)
     page_size_max: int = setting("RECON_PAGE_SIZE_MAX", 500, doc="largest page of runs or cases")
     metrics_interval_s: int = setting("RECON_METRICS_INTERVAL_S", 15, doc="how often the gauges are read")
+
+
+def _positive(value: int) -> None:
+    if value <= 0:
+        raise ValueError("not a positive number")
+
+
+def _partitions(value: int) -> None:
+    if value < 0:
+        raise ValueError("not 0 (the catalogue's) or a partition count")
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    """The streaming monitor (``python -m reconciler monitor``): no database, Kafka only."""
+
+    kafka_bootstrap_servers: str = setting("KAFKA_BOOTSTRAP_SERVERS", doc="host:port[,host:port...]")
+    payments_topic: str = setting("RECON_PAYMENTS_TOPIC", topic_name("payments.events"), doc="captures")
+    mt5_topic: str = setting("RECON_MT5_TOPIC", topic_name("mt5.credit-events"), doc="MT5 credits")
+    ledger_topic: str = setting("RECON_LEDGER_TOPIC", topic_name("ledger.events"), doc="journals")
+    monitor_topic: str = setting(
+        "RECON_MONITOR_TOPIC", topic_name("recon.monitor-events"), doc="where MonitorAlert goes"
+    )
+    credit_after_s: int = setting(
+        "RECON_MONITOR_CREDIT_AFTER_S",
+        600,
+        doc="a captured deposit without Mt5Credited this long after it was seen: captured_not_credited",
+        check=_positive,
+    )
+    journal_after_s: int = setting(
+        "RECON_MONITOR_JOURNAL_AFTER_S",
+        600,
+        doc="an Mt5Credited without its journal mt5-credit:<id> this long: credited_not_booked",
+        check=_positive,
+    )
+    retain_s: int = setting(
+        "RECON_MONITOR_RETAIN_S",
+        86400,
+        doc="a payment with nothing due is forgotten this long after its last event",
+        check=_positive,
+    )
+    check_interval_ms: int = setting(
+        "RECON_MONITOR_CHECK_INTERVAL_MS",
+        5000,
+        doc="how often overdue entries are looked for",
+        check=_positive,
+    )
+    metrics_port: int = setting("RECON_MONITOR_METRICS_PORT", 8086, doc="/metrics, /healthz, /readyz")
+    app_id: str = setting(
+        "RECON_MONITOR_APP_ID",
+        topic_name("reconciler-monitor"),
+        doc="faust app id: the consumer group and the prefix of its changelog topic",
+    )
+    partitions: int = setting(
+        "RECON_MONITOR_PARTITIONS",
+        0,
+        doc="partitions of the three source topics (and so of the changelog); 0: the catalogue's",
+        check=_partitions,
+    )

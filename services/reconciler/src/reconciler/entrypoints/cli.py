@@ -3,6 +3,7 @@
     api                             the HTTP API (port 8085): runs, cases, acknowledge, gauges
     consume                         the idempotent consumer feeding the read models
     relay                           the outbox relay (CaseOpened / CaseResolved)
+    monitor                         the streaming monitor (faust): MonitorAlert within minutes, port 8086
     migrate                         the backbone's and the reconciler's migrations on DATABASE_URL
     run --date D [--wait]           reconcile one business date (progress on stderr, summary table)
     import-settlement FILE --date D the PSP's settlement report from a file drop
@@ -34,6 +35,7 @@ from backbone.logs import configure_logging
 from backbone.mt5.settings import Mt5GatewaySettings
 from backbone.outbox.relay import run_relay_from_env
 from backbone.postgres.migrations import MigrationSource, backbone_source, migrate
+from backbone.runtime import health_for
 from backbone.settings import SettingsError, load_settings
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -54,7 +56,7 @@ from reconciler.bootstrap import (
 from reconciler.domain.reports import ReportRefused, ReportType
 from reconciler.entrypoints import operator_cli
 from reconciler.entrypoints.consumer import consumer_environ, run_consumer
-from reconciler.settings import SERVICE_NAME, ApiSettings, ReconSettings, RunSettings
+from reconciler.settings import SERVICE_NAME, ApiSettings, MonitorSettings, ReconSettings, RunSettings
 
 MIGRATIONS: Final = Path(__file__).resolve().parents[3] / "migrations"
 EXIT_FOR_STATUS: Final = {"clean": 0, "discrepancies": 1, "incomplete": 3, "failed": 3}
@@ -123,6 +125,22 @@ def api() -> None:
 
     store = recon_store(settings)
     serve(api_settings, store, repair_desk(settings, store.engine))
+
+
+@app.command()
+def monitor() -> None:
+    """The streaming monitor: captured deposits not credited, credits not booked, within minutes
+    (non-authoritative: MonitorAlert on recon.monitor-events; the daily run stays the proof)."""
+    try:
+        settings = load_settings(MonitorSettings)
+    except SettingsError as exc:
+        err.print(str(exc))
+        raise typer.Exit(2) from None
+    configure_logging(f"{SERVICE_NAME}-monitor")
+    health = health_for(settings.metrics_port)
+    from reconciler.monitor.app import run_monitor  # noqa: PLC0415 - faust only for this process
+
+    run_monitor(settings, health)
 
 
 @app.command(name="migrate")
