@@ -31,6 +31,7 @@ def catalogue_for(settings: ReconSettings) -> TopicCatalogue:
             "recon.events": settings.events_topic,
             "recon.repair-commands": settings.repairs_topic,
             "recon.repair-outcomes": settings.outcomes_topic,
+            "recon.monitor-events": settings.monitor_topic,
         }
     )
 
@@ -43,7 +44,7 @@ def outbox_writer(settings: ReconSettings) -> tuple[AvroCodec, TopicCatalogue, O
 
 def consumer_handler(settings: ReconSettings) -> BatchHandler:
     def store_for(uow: UnitOfWork) -> PgRecordStore:
-        return PgRecordStore(uow.conn)
+        return PgRecordStore(uow.conn, uow.outbox, settings.events_topic)
 
     return make_handler(settings.calendar(), store_for)
 
@@ -51,8 +52,8 @@ def consumer_handler(settings: ReconSettings) -> BatchHandler:
 def consumer_parts(
     settings: ReconSettings,
 ) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter | None]:
-    codec, catalogue, _ = outbox_writer(settings)
-    return consumer_handler(settings), codec, catalogue, None
+    codec, catalogue, outbox = outbox_writer(settings)  # the monitor's cases announce themselves
+    return consumer_handler(settings), codec, catalogue, outbox
 
 
 def replay_context(consumer_name: str, settings: ReconSettings) -> ReplayContext:

@@ -59,6 +59,9 @@ class ReconSettings:
     repairs_topic: str = setting(
         "RECON_REPAIRS_TOPIC", topic_name("recon.repair-commands"), doc="approved repairs (ExecuteRepair)"
     )
+    monitor_topic: str = setting(
+        "RECON_MONITOR_TOPIC", topic_name("recon.monitor-events"), doc="the streaming monitor's alerts"
+    )
     outcomes_topic: str = setting(
         "RECON_REPAIR_OUTCOMES_TOPIC",
         topic_name("recon.repair-outcomes"),

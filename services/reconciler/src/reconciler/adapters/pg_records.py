@@ -14,8 +14,19 @@ from typing import Any, Final
 
 import psycopg
 from backbone.logs import get_logger
+from backbone.outbox import OutboxWriter
 
-from reconciler.domain.intake import Attention, Journal, MoneyFact, Mt5Operation, Record, RepairDone, Settled
+from reconciler.domain.cases import SEVERITY, CaseClass, evidence_digest
+from reconciler.domain.intake import (
+    Attention,
+    Journal,
+    MoneyFact,
+    MonitorCase,
+    Mt5Operation,
+    Record,
+    RepairDone,
+    Settled,
+)
 
 log = get_logger(__name__)
 _FACT: Final = (
@@ -42,7 +53,17 @@ _REPAIR_DONE: Final = (
     "UPDATE repairs SET status = %s, outcome_detail = %s, finished_at = now()"
     " WHERE id = %s AND command_digest = %s AND status IN ('sent', 'unknown') RETURNING case_id"
 )
-_REPAIR_HISTORY: Final = "INSERT INTO case_history (case_id, action, actor, note) VALUES (%s, %s, %s, %s)"
+_HISTORY: Final = "INSERT INTO case_history (case_id, action, actor, note) VALUES (%s, %s, %s, %s)"
+_MONITOR_OPEN: Final = (
+    "INSERT INTO cases (case_key, case_class, severity, business_date, status, summary, evidence,"
+    " evidence_digest) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s) ON CONFLICT (case_key) DO NOTHING"
+    " RETURNING id"
+)
+# the monitor resolves only what no run has confirmed yet (a run's evidence outranks an alert's)
+_MONITOR_CLEAR: Final = (
+    "UPDATE cases SET status = 'resolved', resolved_at = now(), updated_at = now(), resolution = %s"
+    " WHERE case_key = %s AND status <> 'resolved' AND last_run_id IS NULL RETURNING id"
+)
 _JOURNAL: Final = (
     "INSERT INTO journals (journal_id, reference, payment_id, business_date, balanced, entries, event_id)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
@@ -118,8 +139,10 @@ def _attention(r: Attention) -> tuple[Any, ...]:
 
 
 class PgRecordStore:
-    def __init__(self, conn: psycopg.Connection) -> None:
-        self._conn = conn
+    def __init__(
+        self, conn: psycopg.Connection, outbox: OutboxWriter | None = None, events_topic: str = "recon.events"
+    ) -> None:
+        self._conn, self._outbox, self._events_topic = conn, outbox, events_topic
 
     def keep(self, records: Sequence[Record]) -> int:
         facts = [_fact(r) for r in records if isinstance(r, MoneyFact)]
@@ -144,7 +167,51 @@ class PgRecordStore:
                     cur.executemany(_SETTLE, settles)
             for done in (r for r in records if isinstance(r, RepairDone)):
                 kept += self._repair_done(cur, done)
+            for alert in (r for r in records if isinstance(r, MonitorCase)):
+                kept += self._monitor_case(cur, alert)
         return kept
+
+    def _monitor_case(self, cur: psycopg.Cursor[Any], alert: MonitorCase) -> int:
+        if alert.raised:
+            severity = SEVERITY[CaseClass(alert.case_class)].value
+            digest = evidence_digest(alert.evidence)
+            row = cur.execute(
+                _MONITOR_OPEN,
+                (
+                    alert.case_key,
+                    alert.case_class,
+                    severity,
+                    alert.business_date,
+                    alert.summary,
+                    json.dumps(alert.evidence),
+                    digest,
+                ),
+            ).fetchone()
+            if row is None:  # the case exists already (a run found it first, or a redelivery)
+                return 0
+            cur.execute(_HISTORY, (row[0], "opened", "monitor", alert.summary))
+            body = {
+                "case_id": row[0],
+                "business_date": alert.business_date.isoformat(),
+                "case_class": alert.case_class,
+                "source_key": alert.case_key,
+                "summary": alert.summary[:500],
+            }
+            self._announce("CaseOpened", alert.case_key, body)
+            return 1
+        note = "the monitor saw the missing event arrive; the next run re-checks it"
+        row = cur.execute(_MONITOR_CLEAR, (note, alert.case_key)).fetchone()
+        if row is None:
+            return 0
+        cur.execute(_HISTORY, (row[0], "resolved", "monitor", note))
+        self._announce(
+            "CaseResolved", alert.case_key, {"case_id": row[0], "resolution": note, "resolved_by": "monitor"}
+        )
+        return 1
+
+    def _announce(self, event_type: str, key: str, body: dict[str, Any]) -> None:
+        if self._outbox is not None:
+            self._outbox.write(self._conn, [self._outbox.event(self._events_topic, event_type, key, body)])
 
     @staticmethod
     def _repair_done(cur: psycopg.Cursor[Any], done: RepairDone) -> int:
@@ -156,5 +223,5 @@ class PgRecordStore:
             return 0
         found = f" ({done.reference})" if done.reference else ""
         note = f"repair {done.repair_id} {done.outcome} by {done.executed_by}: {done.detail}{found}"
-        cur.execute(_REPAIR_HISTORY, (row[0], f"repair_{done.outcome}", done.executed_by, note[:2000]))
+        cur.execute(_HISTORY, (row[0], f"repair_{done.outcome}", done.executed_by, note[:2000]))
         return 1

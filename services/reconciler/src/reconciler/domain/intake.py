@@ -30,6 +30,9 @@ MT5_EVENTS: Final = frozenset({"Mt5Credited", "Mt5Debited"})
 JOURNAL_EVENTS: Final = frozenset({"JournalPosted"})
 ATTENTION_EVENTS: Final = frozenset({"PaymentNeedsAttention", "Mt5CreditNeedsAttention"})
 REPAIR_EVENTS: Final = frozenset({"RepairOutcome"})
+MONITOR_EVENTS: Final = frozenset({"MonitorAlert"})
+# the monitor raises early the very case the daily run would open, under the same key
+MONITOR_CASES: Final = {"captured_not_credited": "not_credited", "credited_not_booked": "missing_journal"}
 REPAIR_OUTCOMES: Final = frozenset({"executed", "refused", "unknown"})
 # events that end an operation: they settle an attention raised about it earlier
 OPERATION_END_EVENTS: Final = frozenset(
@@ -43,7 +46,9 @@ OPERATION_END_EVENTS: Final = frozenset(
     }
 )
 MT5_END_EVENTS: Final = frozenset({"Mt5Credited", "Mt5Debited", "Mt5CreditFailed"})
-KEPT_EVENTS: Final = FACT_EVENTS | MT5_EVENTS | JOURNAL_EVENTS | ATTENTION_EVENTS | REPAIR_EVENTS
+KEPT_EVENTS: Final = (
+    FACT_EVENTS | MT5_EVENTS | JOURNAL_EVENTS | ATTENTION_EVENTS | REPAIR_EVENTS | MONITOR_EVENTS
+)
 
 
 class IntakeRefused(ValueError):
@@ -145,7 +150,21 @@ class RepairDone:
     event_id: str
 
 
-Record = MoneyFact | Mt5Operation | Journal | Attention | Settled | RepairDone
+@dataclass(frozen=True, slots=True)
+class MonitorCase:
+    """The streaming monitor raised (or cleared) what the daily run would find: the case of the
+    same key (``not_credited:capture:<op>``, ``missing_journal:mt5-credit:<id>``), opened early."""
+
+    case_key: str
+    case_class: str
+    raised: bool  # False: cleared (the missing event arrived)
+    summary: str
+    evidence: dict[str, Any]
+    business_date: date
+    event_id: str
+
+
+Record = MoneyFact | Mt5Operation | Journal | Attention | Settled | RepairDone | MonitorCase
 
 
 def records_of(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> list[Record]:
@@ -172,7 +191,32 @@ def _record(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar
         return _attention(info, body, calendar)
     if info.event_type in REPAIR_EVENTS:
         return _repair_done(info, body)
+    if info.event_type in MONITOR_EVENTS:
+        return _monitor_case(info, body, calendar)
     return _journal(info, body)
+
+
+def _monitor_case(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> MonitorCase:
+    alert, state, subject = str(body["alert"]), str(body["state"]), str(body["subject_key"])
+    case_class = MONITOR_CASES.get(alert)
+    if case_class is None or state not in ("raised", "cleared"):
+        raise ValueError(f"alert {alert!r} / state {state!r} is not one the reconciler knows")
+    minutes = int(body["overdue_ms"]) // 60_000
+    missing = "no MT5 credit" if alert == "captured_not_credited" else "no journal"
+    summary = (
+        f"monitor: {subject} ({body['amount_minor']} {body['currency']}, deposit"
+        f" {body.get('deposit_reference') or '-'}) has {missing} after {minutes} min"
+    )
+    evidence = {"monitor": {k: v for k, v in body.items() if k != "envelope"}, "payment_id": info.payment_id}
+    return MonitorCase(
+        case_key=f"{case_class}:{subject}",
+        case_class=case_class,
+        raised=state == "raised",
+        summary=summary,
+        evidence=evidence,
+        business_date=calendar.date_of(int(body["subject_occurred_at_ms"])),
+        event_id=info.event_id,
+    )
 
 
 def _repair_done(info: EventInfo, body: Mapping[str, Any]) -> RepairDone:

@@ -1,7 +1,7 @@
 """The reconciler's consumer process: the backbone's ``IdempotentConsumer`` feeding the read models.
 
 Defaults (override by env): ``CONSUMER_NAME=reconciler`` (group id and dedup namespace),
-``CONSUMER_TOPICS`` = the payments, MT5, ledger and repair-outcomes topics of the settings.
+``CONSUMER_TOPICS`` = the payments, MT5, ledger, repair-outcomes and monitor topics of the settings.
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ from reconciler.settings import SERVICE_NAME, ReconSettings
 def consumer_environ(environ: Mapping[str, str], settings: ReconSettings) -> dict[str, str]:
     env = dict(environ)
     env.setdefault("CONSUMER_NAME", SERVICE_NAME)
-    topics = (settings.payments_topic, settings.mt5_topic, settings.ledger_topic, settings.outcomes_topic)
+    topics = (
+        settings.payments_topic,
+        settings.mt5_topic,
+        settings.ledger_topic,
+        settings.outcomes_topic,
+        settings.monitor_topic,
+    )
     env.setdefault("CONSUMER_TOPICS", ",".join(topics))
     return env
 

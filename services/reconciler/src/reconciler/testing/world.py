@@ -158,7 +158,9 @@ class World:
         self.engine = make_engine(self.url)
         self.store = PgReconStore(self.engine, self.outbox, "recon.events")
         self.desk = PgRepairDesk(self.engine, self.outbox, "recon.events", "recon.repair-commands")
-        self.handler = make_handler(UTC_MIDNIGHT, lambda uow: PgRecordStore(uow.conn))
+        self.handler = make_handler(
+            UTC_MIDNIGHT, lambda uow: PgRecordStore(uow.conn, self.outbox, "recon.events")
+        )
         self.config = RunConfig("simpsp", UTC_MIDNIGHT, self.grace_ms)
 
     def close(self) -> None:
@@ -174,6 +176,8 @@ class World:
             topic = "mt5.credit-events"
         elif event_type == "RepairOutcome":
             topic = "recon.repair-outcomes"
+        elif event_type == "MonitorAlert":
+            topic = "recon.monitor-events"
         message = self.outbox.event(topic, event_type, payment_id, body, occurred_at_ms=at_ms)
         inbound = InboundEvent(CODEC.decode(message.payload), topic, 0, next(_seq))
         with connect(self.url, application_name="recon-test") as conn, conn.transaction():
