@@ -170,3 +170,35 @@ def test_an_attention_raised_inside_the_day_window_only(world: World) -> None:
     )
     assert world.run(as_of_ms=late - 1).findings == []
     assert world.classes(world.run()) == ["stale_operation"]
+
+
+def test_an_attention_is_a_case_at_once_and_its_end_resolves_it_before_any_run(world: World) -> None:
+    """The one queue: an attention opens its case when it arrives (the key layer 1 uses, CaseOpened
+    announced), not at the next day's run; the event that ends the operation, arriving before any
+    run, resolves it; a run that then finds nothing leaves it resolved."""
+    world.deposit(1)
+    world.publish_reports()
+    world.deliver(
+        "PaymentNeedsAttention", "pay-5", _payment_attention("op-5", "unknown_unresolved", None), at(DAY, 9)
+    )
+    [case] = world.store.cases_where()
+    assert (case["case_key"], case["status"]) == (
+        "stale_operation:payment:pay-5:op-5:unknown_unresolved",
+        "open",
+    )
+    world.deliver(
+        "PaymentFailed",
+        "pay-5",
+        {
+            "merchant_id": "m1",
+            "operation_id": "op-5",
+            "provider": "simpsp",
+            "provider_payment_id": None,
+            "failure_code": "card_declined",
+            "failure_message": None,
+        },
+        at(DAY, 10),
+    )
+    assert world.store.cases_where()[0]["status"] == CaseStatus.RESOLVED
+    assert world.run().status == "clean"
+    assert world.store.cases_where()[0]["status"] == CaseStatus.RESOLVED

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Sequence
+from datetime import date
 from typing import Any, Final
 
 import psycopg
@@ -29,6 +30,7 @@ from reconciler.domain.intake import (
 )
 
 log = get_logger(__name__)
+ACTOR: Final = "reconciler"
 _FACT: Final = (
     "INSERT INTO money_facts (source_key, kind, payment_id, merchant_id, provider, provider_object_id,"
     " amount_minor, currency, deposit_reference, occurred_at_ms, business_date, event_id)"
@@ -46,7 +48,10 @@ _ATTENTION: Final = (
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
 )
 _SETTLE: Final = (
-    "UPDATE attention SET settled_by = %s, settled_at_ms = %s WHERE subject_key = %s AND settled_by IS NULL"
+    "UPDATE attention a SET settled_by = u.by, settled_at_ms = u.at"
+    " FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS u(subject, by, at)"
+    " WHERE a.subject_key = u.subject AND a.settled_by IS NULL"
+    " RETURNING a.attention_key, a.source, a.subject_key"
 )
 # an outcome answers one approved command: a repair still waiting for it, with that digest
 _REPAIR_DONE: Final = (
@@ -138,6 +143,30 @@ def _attention(r: Attention) -> tuple[Any, ...]:
     )
 
 
+def _attention_class(source: str, subject_key: str | None) -> str:
+    """The layer-1 class of an attention (as ``adapters.matching`` names it)."""
+    if source == "mt5_credit":
+        return CaseClass.STALE_MT5_OPERATION.value
+    return (CaseClass.STALE_OPERATION if subject_key is not None else CaseClass.NEEDS_ATTENTION).value
+
+
+def _attention_json(r: Attention) -> dict[str, Any]:
+    return {
+        "attention_key": r.attention_key,
+        "source": r.source,
+        "subject_key": r.subject_key,
+        "payment_id": r.payment_id,
+        "kind": r.kind,
+        "status": r.status,
+        "detail": r.detail,
+        "facts": r.facts,
+        "started_at_ms": r.started_at_ms,
+        "raised_at_ms": r.raised_at_ms,
+        "business_date": r.business_date.isoformat(),
+        "event_id": r.event_id,
+    }
+
+
 class PgRecordStore:
     def __init__(
         self, conn: psycopg.Connection, outbox: OutboxWriter | None = None, events_topic: str = "recon.events"
@@ -158,56 +187,101 @@ class PgRecordStore:
             ordered = [r for r in records if isinstance(r, Attention | Settled)]
             for is_attention, run in itertools.groupby(ordered, key=lambda r: isinstance(r, Attention)):
                 if is_attention:
-                    cur.executemany(_ATTENTION, [_attention(r) for r in run if isinstance(r, Attention)])
-                    kept += max(cur.rowcount, 0)
+                    kept += sum(self._attention(cur, r) for r in run if isinstance(r, Attention))
                 else:
-                    settles = [
-                        (r.event_type, r.occurred_at_ms, r.subject_key) for r in run if isinstance(r, Settled)
-                    ]
-                    cur.executemany(_SETTLE, settles)
+                    ends = [r for r in run if isinstance(r, Settled)]
+                    settled = cur.execute(
+                        _SETTLE,
+                        (
+                            [r.subject_key for r in ends],
+                            [r.event_type for r in ends],
+                            [r.occurred_at_ms for r in ends],
+                        ),
+                    ).fetchall()
+                    for key, source, subject in settled:
+                        case_key = f"{_attention_class(source, subject)}:{key}"
+                        self._resolve_early(cur, case_key, "a later event ended the operation")
             for done in (r for r in records if isinstance(r, RepairDone)):
                 kept += self._repair_done(cur, done)
             for alert in (r for r in records if isinstance(r, MonitorCase)):
                 kept += self._monitor_case(cur, alert)
         return kept
 
-    def _monitor_case(self, cur: psycopg.Cursor[Any], alert: MonitorCase) -> int:
-        if alert.raised:
-            severity = SEVERITY[CaseClass(alert.case_class)].value
-            digest = evidence_digest(alert.evidence)
-            row = cur.execute(
-                _MONITOR_OPEN,
-                (
-                    alert.case_key,
-                    alert.case_class,
-                    severity,
-                    alert.business_date,
-                    alert.summary,
-                    json.dumps(alert.evidence),
-                    digest,
-                ),
-            ).fetchone()
-            if row is None:  # the case exists already (a run found it first, or a redelivery)
-                return 0
-            cur.execute(_HISTORY, (row[0], "opened", "monitor", alert.summary))
-            body = {
-                "case_id": row[0],
-                "business_date": alert.business_date.isoformat(),
-                "case_class": alert.case_class,
-                "source_key": alert.case_key,
-                "summary": alert.summary[:500],
-            }
-            self._announce("CaseOpened", alert.case_key, body)
-            return 1
-        note = "the monitor saw the missing event arrive; the next run re-checks it"
-        row = cur.execute(_MONITOR_CLEAR, (note, alert.case_key)).fetchone()
-        if row is None:
+    def _attention(self, cur: psycopg.Cursor[Any], r: Attention) -> int:
+        """Keep it, and open its case at once (the run's layer 1 finds the same key later)."""
+        cur.execute(_ATTENTION, _attention(r))
+        if cur.rowcount != 1:
             return 0
-        cur.execute(_HISTORY, (row[0], "resolved", "monitor", note))
-        self._announce(
-            "CaseResolved", alert.case_key, {"case_id": row[0], "resolution": note, "resolved_by": "monitor"}
+        case_class = _attention_class(r.source, r.subject_key)
+        summary = f"{r.source}: {r.kind} {r.status or 'open'} (payment {r.payment_id}): {r.detail}"
+        evidence = {"attention": _attention_json(r)}
+        self._open_early(
+            cur, f"{case_class}:{r.attention_key}", case_class, r.business_date, summary, evidence, r.source
         )
         return 1
+
+    def _open_early(
+        self,
+        cur: psycopg.Cursor[Any],
+        case_key: str,
+        case_class: str,
+        business_date: date,
+        summary: str,
+        evidence: dict[str, Any],
+        actor: str,
+    ) -> bool:
+        """Open a case before any run finds it (nothing if the key is taken)."""
+        severity = SEVERITY[CaseClass(case_class)].value
+        row = cur.execute(
+            _MONITOR_OPEN,
+            (
+                case_key,
+                case_class,
+                severity,
+                business_date,
+                summary,
+                json.dumps(evidence),
+                evidence_digest(evidence),
+            ),
+        ).fetchone()
+        if row is None:
+            return False
+        cur.execute(_HISTORY, (row[0], "opened", actor, summary))
+        body = {
+            "case_id": row[0],
+            "business_date": business_date.isoformat(),
+            "case_class": case_class,
+            "source_key": case_key,
+            "summary": summary[:500],
+        }
+        self._announce("CaseOpened", case_key, body)
+        return True
+
+    def _resolve_early(self, cur: psycopg.Cursor[Any], case_key: str, why: str) -> bool:
+        """Resolve a case no run has confirmed yet (a run's evidence outranks an event's)."""
+        note = f"{why}; the next run re-checks it"
+        row = cur.execute(_MONITOR_CLEAR, (note, case_key)).fetchone()
+        if row is None:
+            return False
+        cur.execute(_HISTORY, (row[0], "resolved", ACTOR, note))
+        self._announce(
+            "CaseResolved", case_key, {"case_id": row[0], "resolution": note, "resolved_by": ACTOR}
+        )
+        return True
+
+    def _monitor_case(self, cur: psycopg.Cursor[Any], alert: MonitorCase) -> int:
+        if alert.raised:
+            opened = self._open_early(
+                cur,
+                alert.case_key,
+                alert.case_class,
+                alert.business_date,
+                alert.summary,
+                alert.evidence,
+                "monitor",
+            )
+            return int(opened)
+        return int(self._resolve_early(cur, alert.case_key, "the monitor saw the missing event arrive"))
 
     def _announce(self, event_type: str, key: str, body: dict[str, Any]) -> None:
         if self._outbox is not None:
