@@ -284,7 +284,7 @@ def test_a_missing_journal_repair_carries_the_fact_the_ledger_books(world: World
     world.run()
     [case] = [c for c in world.store.cases_where() if c["case_class"] == "missing_journal"]
     _refused(
-        "journal_is_whole",
+        "fact_is_whole",
         propose,
         world.desk,
         "alice",
@@ -307,3 +307,27 @@ def test_a_missing_journal_repair_carries_the_fact_the_ledger_books(world: World
         "currency": "USD",
         "deposit_reference": "dr-1",
     }
+
+
+def test_an_external_only_repair_carries_the_settlement_row_for_payment_state(world: World) -> None:
+    """A capture the PSP settled and we never learned of (a lost webhook): the apply_provider_fact
+    repair goes to payment-state with the settlement row it is to verify at the PSP (never applied
+    as such), for the whole amount and under the payment the row names."""
+    world.deposit(1)
+    ghost = world.deposit(3, settled=True, credited=False, journals=False)
+    world.publish_reports()
+    # the ghost's capture never reached us: drop our fact of it from the read model
+    with psycopg.connect(world.url) as conn:
+        conn.execute("DELETE FROM money_facts WHERE payment_id = %s", (ghost["payment_id"],))
+    world.run()
+    [case] = [c for c in world.store.cases_where() if c["case_class"] == "external_only"]
+    proposed = propose(world.desk, "alice", case["id"], RepairType.APPLY_PROVIDER_FACT, reason="webhook lost")
+    approve(world.desk, "bob", proposed.repair_id, proposed.command_digest)
+    [body] = [b for t, _, b in _outbox(world) if t == "ExecuteRepair"]
+    assert (body["target"], body["fact_type"], body["amount_minor"]) == (
+        "payment_state",
+        "SettlementRow",
+        50_000,
+    )
+    row = json.loads(body["fact_json"])
+    assert (row["type"], row["payment_intent_id"], row["reference"]) == ("charge", "pi_3", "pay-3")

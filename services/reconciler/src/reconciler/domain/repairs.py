@@ -183,26 +183,16 @@ def command_for(
     money = explained(case)
     if money is None:
         raise RepairRefused(422, "nothing_explained", f"case {case.case_id}'s evidence explains no amount")
-    amount = money.amount_minor if amount_minor is None else amount_minor
-    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
-        raise RepairRefused(400, "bad_repair", "amount_minor must be a positive integer")
-    if amount > money.amount_minor:
-        raise RepairRefused(
-            422,
-            "amount_above_case",
-            f"amount {amount} is more than the case explains ({money.amount_minor} {money.currency})",
-        )
-    if currency is not None and currency != money.currency:
-        raise RepairRefused(
-            422, "currency_differs", f"the case's money is in {money.currency}, not {currency}"
-        )
+    amount = _amount(money, amount_minor, currency)
     fact_type, fact = None, None
     if repair_type is RepairType.POST_JOURNAL:
         fact_type, fact = fact_event(case)
-        if amount != money.amount_minor:  # the journal the fact should have had, or it would conflict
-            raise RepairRefused(
-                422, "journal_is_whole", f"a missing journal books the whole fact: {money.amount_minor}"
-            )
+    elif repair_type is RepairType.APPLY_PROVIDER_FACT:
+        fact_type, fact = settlement_fact(case)
+    if fact is not None and amount != money.amount_minor:  # the fact as it is, or it would conflict
+        raise RepairRefused(
+            422, "fact_is_whole", f"a {repair_type.value} repair moves the whole fact: {money.amount_minor}"
+        )
     needs_login = repair_type in (RepairType.MT5_CREDIT, RepairType.MT5_DEBIT)
     login = mt5_login if mt5_login is not None else _login_of(case)
     if needs_login and (not isinstance(login, int) or isinstance(login, bool) or login <= 0):
@@ -220,6 +210,24 @@ def command_for(
         fact_type,
         fact,
     )
+
+
+def _amount(money: Explained, amount_minor: int | None, currency: str | None) -> int:
+    """What a money repair moves: positive, at most what the case explains, in its currency."""
+    amount = money.amount_minor if amount_minor is None else amount_minor
+    if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+        raise RepairRefused(400, "bad_repair", "amount_minor must be a positive integer")
+    if amount > money.amount_minor:
+        raise RepairRefused(
+            422,
+            "amount_above_case",
+            f"amount {amount} is more than the case explains ({money.amount_minor} {money.currency})",
+        )
+    if currency is not None and currency != money.currency:
+        raise RepairRefused(
+            422, "currency_differs", f"the case's money is in {money.currency}, not {currency}"
+        )
+    return amount
 
 
 def fact_event(case: CaseView) -> tuple[str, dict[str, Any]]:
@@ -255,6 +263,34 @@ def fact_event(case: CaseView) -> tuple[str, dict[str, Any]]:
         "provider_dispute_id": fact["provider_object_id"],
         "reason": None,
     }
+
+
+SETTLEMENT_FIELDS: Final = (
+    "source_key",
+    "balance_transaction_id",
+    "type",
+    "payment_intent_id",
+    "source_id",
+    "reference",
+    "source_reference",
+    "currency",
+    "gross_minor",
+    "fee_minor",
+    "net_minor",
+    "payout_batch_id",
+    "created_at_ms",
+)
+
+
+def settlement_fact(case: CaseView) -> tuple[str, dict[str, Any]]:
+    """What the PSP's settlement report says happened (an external-only row): payment-state does
+    not trust it as such; it looks the object up at the PSP and applies what the PSP answers."""
+    row = case.evidence.get("settlement")
+    if not isinstance(row, dict) or not row.get("reference"):
+        raise RepairRefused(
+            422, "no_reference", "the settlement row names no payment of ours: close it, or repair by hand"
+        )
+    return "SettlementRow", {name: row.get(name) for name in SETTLEMENT_FIELDS}
 
 
 def _login_of(case: CaseView) -> int | None:
