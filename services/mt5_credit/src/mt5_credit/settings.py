@@ -18,6 +18,7 @@ from mt5_credit.adapters.rates import FixedRates
 
 SERVICE_NAME: Final = "mt5_credit"  # as in schemas/topics.toml (the producer of mt5.credit-events)
 CONSUMED_TOPIC: Final = "payments.events"  # logical name; topic_name() adds the namespace
+REPAIRS_TOPIC: Final = "recon.repair-commands"  # approved repairs from the reconciler
 FX_DOC = "fixed FX table like EUR:USD=1.0835,GBP:USD=1.2710 (units of the second per one of the first)"
 
 
@@ -68,7 +69,9 @@ class ConsumeSettings(ConsumerSettings):
 
     consumer_name: str = setting("CONSUMER_NAME", SERVICE_NAME, doc="consumer group id and dedup namespace")
     topics: tuple[str, ...] = setting(
-        "CONSUMER_TOPICS", (), doc="comma-separated topics; default: payments.events in the namespace"
+        "CONSUMER_TOPICS",
+        (),
+        doc="comma-separated topics; default: payments.events and recon.repair-commands in the namespace",
     )
     fx_rates: str = setting("FX_RATES", "", doc=FX_DOC, check=FixedRates.parse)
 
@@ -76,4 +79,4 @@ class ConsumeSettings(ConsumerSettings):
         # In the topic namespace of the moment the settings are loaded (KAFKA_TOPIC_PREFIX), as the
         # process starts; frozen afterwards, as every settings object.
         if not self.topics:
-            object.__setattr__(self, "topics", (topic_name(CONSUMED_TOPIC),))
+            object.__setattr__(self, "topics", (topic_name(CONSUMED_TOPIC), topic_name(REPAIRS_TOPIC)))

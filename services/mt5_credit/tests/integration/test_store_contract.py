@@ -27,6 +27,7 @@ from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.application.ports import CreditStore
 from mt5_credit.domain.intake import DepositIntent
 from mt5_credit.domain.model import CreditKind, CreditStatus
+from mt5_credit.domain.repairs import RepairRef
 from mt5_credit.testing import credit_database, new_row, put_intent, put_row
 
 _seq = itertools.count(1)
@@ -228,3 +229,25 @@ def test_a_rolled_back_transaction_leaves_nothing(h: Harness) -> None:
         h.store.open_case("subject", "refused", "x")
         raise RuntimeError("the handler failed")
     assert h.store.count_by_status() == {} and h.store.open_case("subject", "refused", "x")
+
+
+def test_a_repair_row_is_the_exception_to_one_credit_per_deposit_and_unique_itself(h: Harness) -> None:
+    """A repair credit may sit beside the deposit's failed automatic credit (and is found by its
+    repair id, with what it remembers of the command); a second row for the same repair is refused;
+    the done credit is the one a debit reverses and the one that says the deposit is credited."""
+    ref = _intent(h)
+    failed = _row(h, ref, key="payment:simpsp:pi_1")
+    (claimed,) = h.store.claim(1, 60_000)
+    h.store.finish(claimed, CreditStatus.FAILED, "refused", retcode="10019")
+    repair = RepairRef(9, 509, "mt5_credit", "c" * 64, "alice", "bob")
+    fixed = put_row(h.store, replace(new_row("repair:9", ref, 10_000), repair=repair))
+    assert fixed is not None and h.store.row_of_repair(9) == fixed and h.store.repair_of(fixed) == repair
+    assert h.store.repair_of(failed) is None and h.store.row_of_repair(8) is None
+    with pytest.raises(Exception, match="repair_id"), h.store.transaction():
+        put_row(h.store, replace(new_row("repair:9b", ref, 10_000), repair=repair))
+    assert h.store.done_credit_for_deposit(ref) is None
+    (claimed,) = h.store.claim(1, 60_000)
+    h.store.finish(claimed, CreditStatus.DONE, "applied", ticket=77)
+    assert h.store.done_credit_for_deposit(ref) == fixed
+    original = h.store.load_original(ref)
+    assert original is not None and original.credit_id == fixed

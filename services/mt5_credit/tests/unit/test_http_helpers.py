@@ -56,14 +56,18 @@ def test_a_bad_fx_table_refuses_to_start_naming_the_variable() -> None:
 def test_the_consumer_defaults_its_name_and_topic_in_its_typed_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """CONSUMER_NAME defaults to the service, CONSUMER_TOPICS to payments.events in the topic
-    namespace of the moment the settings are loaded (no environment written); both can be set."""
+    """CONSUMER_NAME defaults to the service, CONSUMER_TOPICS to payments.events and the repair
+    commands in the topic namespace of the moment the settings are loaded (no environment written);
+    both can be set."""
     from backbone.settings import load_settings  # noqa: PLC0415
     from mt5_credit.settings import ConsumeSettings  # noqa: PLC0415
 
     env = {"DATABASE_URL": "postgresql://x", "KAFKA_BOOTSTRAP_SERVERS": "k:1"}
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "ns1.")
     settings = load_settings(ConsumeSettings, env)
-    assert (settings.consumer_name, settings.topics) == ("mt5_credit", ("ns1.payments.events",))
+    assert (settings.consumer_name, settings.topics) == (
+        "mt5_credit",
+        ("ns1.payments.events", "ns1.recon.repair-commands"),
+    )
     given = load_settings(ConsumeSettings, {**env, "CONSUMER_NAME": "c", "CONSUMER_TOPICS": "a, b"})
     assert (given.consumer_name, given.topics) == ("c", ("a", "b"))

@@ -22,9 +22,14 @@ from reconciler.domain.repairs import (
 
 FACT: dict[str, Any] = {
     "source_key": "capture:op-1",
+    "kind": "capture",
     "payment_id": "pay-1",
+    "merchant_id": "m1",
+    "provider": "simpsp",
+    "provider_object_id": "pi_1",
     "amount_minor": 50_000,
     "currency": "USD",
+    "deposit_reference": "dr-1",
 }
 
 
@@ -52,7 +57,12 @@ def test_a_credit_repair_moves_at_most_what_the_case_explains() -> None:
         7001,
         "pay-1",
     )
-    assert (command.source_key, command.target) == ("capture:op-1", "mt5_credit")
+    assert (command.source_key, command.target, command.fact_type) == (
+        "capture:op-1",
+        "mt5_credit",
+        "PaymentCaptured",
+    )
+    assert command.fact is not None and command.fact["deposit_reference"] == "dr-1"
     assert (
         command_for(
             _case(), RepairType.MT5_CREDIT, reason="part", amount_minor=100, mt5_login=7001

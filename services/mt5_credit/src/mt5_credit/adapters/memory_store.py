@@ -21,6 +21,7 @@ from backbone.invariants import invariant
 
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
 from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, can_move
+from mt5_credit.domain.repairs import RepairRef
 
 REASON_CHARS_MAX = 500
 
@@ -41,6 +42,7 @@ class _Stored:
     unknown_since_ms: int | None = None
     next_lookup_at_ms: int | None = None
     needs_person: bool = False
+    repair: RepairRef | None = None
     lookups: int = 0
     last_retcode: str | None = None
     last_reason: str | None = None
@@ -127,11 +129,36 @@ class InMemoryCreditStore:
                 return stored.source_key
         return None
 
+    def done_credit_for_deposit(self, deposit_reference: str) -> int | None:
+        done = [
+            s.row.id
+            for s in self._t.rows.values()
+            if s.row.deposit_reference == deposit_reference
+            and s.row.kind is CreditKind.CREDIT
+            and s.row.status is CreditStatus.DONE
+        ]
+        return min(done) if done else None
+
+    def row_of_repair(self, repair_id: int) -> int | None:
+        found = [
+            s.row.id
+            for s in self._t.rows.values()
+            if s.repair is not None and s.repair.repair_id == repair_id
+        ]
+        return found[0] if found else None
+
+    def repair_of(self, credit_id: int) -> RepairRef | None:
+        stored = self._t.rows.get(credit_id)
+        return None if stored is None else stored.repair
+
+    def publish_outcome(self, payment_id: str, body: dict[str, Any]) -> None:
+        self._t.events.append((payment_id, "RepairOutcome", dict(body)))
+
     def load_original(self, deposit_reference: str) -> OriginalCredit | None:
         credits = sorted(
             (s for s in self._t.rows.values()
              if s.row.deposit_reference == deposit_reference and s.row.kind is CreditKind.CREDIT),
-            key=lambda s: s.row.id,
+            key=lambda s: (s.row.status is not CreditStatus.DONE, s.row.id),
         )  # fmt: skip
         if not credits:
             return None
@@ -165,8 +192,17 @@ class InMemoryCreditStore:
     ) -> int | None:
         if any(s.source_key == row.source_key for s in self._t.rows.values()):
             return None
-        if row.kind is CreditKind.CREDIT and self.credit_source_for_deposit(row.deposit_reference):
+        automatic = [
+            s for s in self._t.rows.values()
+            if s.row.deposit_reference == row.deposit_reference and s.row.kind is CreditKind.CREDIT
+            and s.repair is None
+        ]  # fmt: skip
+        if row.kind is CreditKind.CREDIT and row.repair is None and automatic:
             raise UniqueViolation("mt5_credits_one_credit_per_deposit")
+        if row.repair is not None and any(
+            s.repair is not None and s.repair.repair_id == row.repair.repair_id for s in self._t.rows.values()
+        ):
+            raise UniqueViolation("mt5_credits_repair_id_key")
         invariant(row.deposit_reference in self._t.intents, "a row names a stored intent (foreign key)")
         credit_id = next(self._ids)
         fx = row.fx
@@ -182,10 +218,12 @@ class InMemoryCreditStore:
                 payment_currency=row.payment_currency, fx_rate=None if fx is None else fx.rate,
                 attempts=0, claim_token=None, first_claimed_at_ms=None, claimed_at_ms=None,
                 silent_lookups=0, mt5_deal_ticket=None,
+                repair_id=None if row.repair is None else row.repair.repair_id,
             ),
             row.source_key,
             fx_source=None if fx is None else fx.source,
             fx_taken_at_ms=None if fx is None else fx.taken_at_ms,
+            repair=row.repair,
         )  # fmt: skip
         self._log(credit_id, None, CreditStatus.PENDING, f"created from {row.source_key}")
         return credit_id

@@ -43,6 +43,7 @@ def credit_row(r: dict[str, Any]) -> CreditRow:
         claimed_at_ms=r["claimed_at_ms"],
         silent_lookups=r["silent_lookups"],
         mt5_deal_ticket=r["mt5_deal_ticket"],
+        repair_id=r.get("repair_id"),
     )
 
 
@@ -50,7 +51,7 @@ _COLUMNS = """
   c.id, c.kind, c.status, c.payment_id, c.deposit_reference, c.provider, c.provider_payment_id,
   c.debit_reason, c.source_reference, c.original_credit_id, c.mt5_login, c.customer_id,
   c.amount_minor, c.currency, c.payment_amount_minor, c.payment_currency, c.fx_rate, c.attempts,
-  c.claim_token, c.silent_lookups, c.mt5_deal_ticket,
+  c.claim_token, c.silent_lookups, c.mt5_deal_ticket, c.repair_id,
   (extract(epoch FROM c.first_claimed_at) * 1000)::bigint AS first_claimed_at_ms,
   (extract(epoch FROM c.claimed_at) * 1000)::bigint AS claimed_at_ms
 """

@@ -19,13 +19,16 @@ import psycopg
 from backbone.invariants import invariant
 from backbone.kafka.topics import topic_name
 from backbone.outbox.writer import OutboxWriter
+from psycopg.types.json import Jsonb
 
 from mt5_credit.adapters.postgres_claims import PgCreditClaims
 from mt5_credit.domain.fx import FxQuote
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
 from mt5_credit.domain.model import CreditRow, CreditStatus
+from mt5_credit.domain.repairs import RepairRef
 
 EVENTS_TOPIC = "mt5.credit-events"  # logical name; topic_name() adds the namespace
+OUTCOMES_TOPIC = "recon.repair-outcomes"  # where repairs are answered
 
 
 class PgCreditStore(PgCreditClaims):
@@ -58,6 +61,12 @@ class PgCreditStore(PgCreditClaims):
             self._conn, topic_name(EVENTS_TOPIC), event_type, row.payment_id, body,
             correlation_id=row.deposit_reference,
         )  # fmt: skip
+
+    def publish_outcome(self, payment_id: str, body: dict[str, Any]) -> None:
+        """A RepairOutcome for the reconciler, in the caller's transaction."""
+        invariant(self._outbox is not None, "this store was opened without an outbox")
+        assert self._outbox is not None
+        self._outbox.add(self._conn, topic_name(OUTCOMES_TOPIC), "RepairOutcome", payment_id, body)
 
     # -- accounts and intents -------------------------------------------------------------------
 
@@ -136,8 +145,26 @@ class PgCreditStore(PgCreditClaims):
         ).fetchone()
         return None if row is None else str(row[0])
 
+    def done_credit_for_deposit(self, deposit_reference: str) -> int | None:
+        """A credit of the deposit that MT5 confirmed, if any (its row id)."""
+        row = self._conn.execute(
+            "SELECT id FROM mt5_credits WHERE deposit_reference = %s AND kind = 'credit' AND status = 'done'"
+            " ORDER BY id LIMIT 1",
+            (deposit_reference,),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def row_of_repair(self, repair_id: int) -> int | None:
+        row = self._conn.execute("SELECT id FROM mt5_credits WHERE repair_id = %s", (repair_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def repair_of(self, credit_id: int) -> RepairRef | None:
+        row = self._conn.execute("SELECT repair FROM mt5_credits WHERE id = %s", (credit_id,)).fetchone()
+        return None if row is None or row[0] is None else RepairRef.of(row[0])
+
     def load_original(self, deposit_reference: str) -> OriginalCredit | None:
-        """The deposit's credit row with what earlier debits already take back (failed ones excluded)."""
+        """The deposit's credit row (its done one first: a repair credit after a failed one) with what
+        earlier debits already take back (failed ones excluded)."""
         row = self._conn.execute(
             """SELECT c.id, c.status, c.mt5_login, c.customer_id, c.amount_minor, c.currency,
                       c.payment_amount_minor, c.payment_currency,
@@ -145,7 +172,7 @@ class PgCreditStore(PgCreditClaims):
                                 WHERE d.original_credit_id = c.id AND d.status <> 'failed'), 0),
                       c.fx_rate, c.fx_source, (extract(epoch FROM c.fx_taken_at) * 1000)::bigint
                FROM mt5_credits c WHERE c.deposit_reference = %s AND c.kind = 'credit'
-               ORDER BY c.id LIMIT 1 FOR UPDATE""",
+               ORDER BY (c.status = 'done') DESC, c.id LIMIT 1 FOR UPDATE""",
             (deposit_reference,),
         ).fetchone()
         if row is None:
@@ -179,9 +206,10 @@ class PgCreditStore(PgCreditClaims):
             """INSERT INTO mt5_credits (kind, source_key, payment_id, deposit_reference, provider,
                  provider_payment_id, debit_reason, source_reference, original_credit_id, mt5_login,
                  customer_id, amount_minor, currency, payment_amount_minor, payment_currency,
-                 fx_rate, fx_source, fx_taken_at)
+                 fx_rate, fx_source, fx_taken_at, repair_id, repair)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                       CASE WHEN %s::bigint IS NULL THEN NULL ELSE to_timestamp(%s::bigint / 1000.0) END)
+                       CASE WHEN %s::bigint IS NULL THEN NULL ELSE to_timestamp(%s::bigint / 1000.0) END,
+                       %s, %s)
                ON CONFLICT (source_key) DO NOTHING RETURNING id""",
             (
                 row.kind.value,
@@ -203,6 +231,8 @@ class PgCreditStore(PgCreditClaims):
                 None if fx is None else fx.source,
                 None if fx is None else fx.taken_at_ms,
                 None if fx is None else fx.taken_at_ms,
+                None if row.repair is None else row.repair.repair_id,
+                None if row.repair is None else Jsonb(row.repair.to_json()),
             ),
         ).fetchone()
         if found is None:

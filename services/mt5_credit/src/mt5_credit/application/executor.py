@@ -15,7 +15,7 @@ from backbone import failpoints
 from backbone.invariants import invariant
 from backbone.logs import get_logger
 
-from mt5_credit.application import events, metrics
+from mt5_credit.application import events, metrics, outcomes
 from mt5_credit.application.ports import Applied, CreditStore, Mt5Port, NoAnswer, Refused
 from mt5_credit.domain.intake import Account, precheck
 from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, mt5_comment, signed_amount_minor
@@ -119,6 +119,7 @@ class Executor:
                     )
                     if done:  # the gateway logged the call and its ticket already
                         self._store.publish(row, events.done_event(row, ticket))
+                        outcomes.answer(self._store, row, "executed", "MT5 applied it", ticket)
                 case Refused(retcode=retcode, reason=reason):
                     self._fail(row, None if retcode is None else str(retcode), reason, case_kind="rejected")
                 case NoAnswer(reason=why, sent=sent):
@@ -168,6 +169,7 @@ class Executor:
         """Inside the caller's transaction: failed, a case, and the event a person will see."""
         if not self._store.finish(row, CreditStatus.FAILED, reason, retcode=retcode):
             return
+        outcomes.answer(self._store, row, "refused", f"MT5 or its pre-check refused it: {reason}")
         self._store.open_case(
             f"credit:{row.id}",
             case_kind,

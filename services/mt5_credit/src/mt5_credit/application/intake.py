@@ -15,7 +15,9 @@ from typing import Any
 from backbone.consumer.messages import InboundEvent, UnitOfWork
 from backbone.logs import get_logger
 
+from mt5_credit.application import outcomes
 from mt5_credit.application.ports import CreditStore, RateSource
+from mt5_credit.domain import repairs
 from mt5_credit.domain.intake import Captured, NewRow, OpenCase, TakenBack, plan_credit, plan_debit
 from mt5_credit.domain.model import DebitReason
 
@@ -42,6 +44,8 @@ class Intake:
                 self._taken_back(store, payment_id, DebitReason.REFUND, body["refund_id"], body)
             case "ChargebackReceived":
                 self._taken_back(store, payment_id, DebitReason.CHARGEBACK, body["chargeback_id"], body)
+            case "ExecuteRepair":
+                self._repair(store, payment_id, body)
             case _:
                 pass  # other payment events are not money for MT5
 
@@ -70,6 +74,48 @@ class Intake:
             fact.provider,
             fact.provider_payment_id,
             None,
+        )
+
+    def _repair(self, store: CreditStore, payment_id: str, body: dict[str, Any]) -> None:
+        """An approved repair for mt5-credit: a new row through the normal flow, or a refusal
+        answered at once. The row answers (RepairOutcome) when MT5 has decided it."""
+        command = repairs.command_of(payment_id, body)
+        if command is None:
+            return
+        existing = store.row_of_repair(command.ref.repair_id)
+        if existing is not None:  # the same repair again: its row answers, once
+            log.info("repair_row_exists", repair_id=command.ref.repair_id, credit_id=existing)
+            return
+        plan: NewRow | repairs.Refused | None = repairs.check(command)
+        if plan is None:
+            plan = self._plan_repair(store, command)
+        if isinstance(plan, repairs.Refused):
+            store.publish_outcome(payment_id, outcomes.refused(command.ref, plan.reason))
+            log.warning("repair_refused", repair_id=command.ref.repair_id, reason=plan.reason)
+            return
+        fact = command.fact or {}
+        credit_id = store.insert_row(
+            plan,
+            payment_id=payment_id,
+            provider=str(fact["provider"]),
+            provider_payment_id=fact.get("provider_payment_id"),
+            source_reference=fact.get("refund_id") or fact.get("chargeback_id"),
+        )
+        event = "repair_row_created" if credit_id else "repair_row_exists"
+        log.info(event, repair_id=command.ref.repair_id, credit_id=credit_id)
+
+    def _plan_repair(self, store: CreditStore, command: repairs.RepairCommand) -> NewRow | repairs.Refused:
+        fact = command.fact or {}
+        deposit = str(fact["deposit_reference"])
+        if command.ref.repair_type == "mt5_debit":
+            return repairs.plan_repair_debit(command, store.load_original(deposit))
+        intent = store.load_intent(deposit)
+        account = None if intent is None else store.load_account(intent.mt5_login)
+        quote = None
+        if account is not None and account.currency != fact.get("currency"):
+            quote = self._rates.quote(str(fact["currency"]), account.currency, time.time_ns() // 1_000_000)
+        return repairs.plan_repair_credit(
+            command, intent, account, quote, store.done_credit_for_deposit(deposit)
         )
 
     def _taken_back(

@@ -14,6 +14,7 @@ from backbone.mt5 import Absent, Applied, BalanceResult, Conflict, DealLookup, F
 from mt5_credit.domain.fx import FxQuote
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
 from mt5_credit.domain.model import CreditRow, CreditStatus
+from mt5_credit.domain.repairs import RepairRef
 
 # The outcomes are backbone.mt5's own, used as they are (one vocabulary from the gateway to the
 # statuses): a balance call is Applied | Refused | NoAnswer, a lookup Found | Absent | Conflict | NoAnswer.
@@ -86,6 +87,19 @@ class CreditStore(Protocol):
     # rows: creation and cases
     def credit_source_for_deposit(self, deposit_reference: str) -> str | None: ...
     def load_original(self, deposit_reference: str) -> OriginalCredit | None: ...
+    def done_credit_for_deposit(self, deposit_reference: str) -> int | None: ...
+    def row_of_repair(self, repair_id: int) -> int | None:
+        """The row executing that repair, if one exists."""
+        ...
+
+    def repair_of(self, credit_id: int) -> RepairRef | None:
+        """What a repair row remembers of its command (None for other rows)."""
+        ...
+
+    def publish_outcome(self, payment_id: str, body: dict[str, Any]) -> None:
+        """A RepairOutcome for the reconciler, in the store's transaction."""
+        ...
+
     def insert_row(
         self,
         row: NewRow,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from backbone.logs import get_logger
 
-from mt5_credit.application import events, metrics
+from mt5_credit.application import events, metrics, outcomes
 from mt5_credit.application.ports import (
     Absent,
     Conflict,
@@ -105,6 +105,7 @@ class Resolver:
                 return
             if ticket is not None:
                 self._store.publish(row, events.done_event(row, ticket))
+                outcomes.answer(self._store, row, "executed", f"MT5 applied it ({reason})", ticket)
             if verdict.needs_person and self._store.open_case(
                 f"credit:{row.id}",
                 kind.value,
@@ -113,6 +114,7 @@ class Resolver:
                 deposit_reference=row.deposit_reference,
             ):
                 self._store.publish(row, events.needs_attention(row, "unknown", reason))
+                outcomes.answer(self._store, row, "unknown", f"a person must look: {reason}")
         log_fn = log.error if verdict.alert or verdict.needs_person else log.info
         log_fn(
             "unknown_looked_up",

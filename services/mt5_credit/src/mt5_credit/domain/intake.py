@@ -7,11 +7,15 @@ intent our server created for the logged-in customer, never from the PSP payload
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from backbone.invariants import invariant
 
 from mt5_credit.domain.fx import FxQuote, convert_minor, proportional_minor
 from mt5_credit.domain.model import CreditKind, CreditStatus, DebitReason
+
+if TYPE_CHECKING:
+    from mt5_credit.domain.repairs import RepairRef
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,7 @@ class NewRow:
     fx: FxQuote | None
     debit_reason: DebitReason | None = None
     original_credit_id: int | None = None
+    repair: RepairRef | None = None  # the approved repair this row executes (its own business key)
 
 
 @dataclass(frozen=True)

@@ -101,3 +101,4 @@ class CreditRow:
     claimed_at_ms: int | None
     silent_lookups: int
     mt5_deal_ticket: int | None
+    repair_id: int | None = None  # set on a row that executes an approved repair

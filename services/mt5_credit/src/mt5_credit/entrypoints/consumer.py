@@ -2,7 +2,7 @@
 
 Runs on backbone's idempotent consumer: dedup row + new row + case commit in one transaction,
 offsets after. ``CONSUMER_NAME`` defaults to ``mt5_credit`` and ``CONSUMER_TOPICS`` to
-payments.events for this service (``settings.ConsumeSettings``).
+payments.events and recon.repair-commands for this service (``settings.ConsumeSettings``).
 """
 
 from __future__ import annotations

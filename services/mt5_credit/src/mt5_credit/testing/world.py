@@ -76,8 +76,9 @@ class World:
 
     def deliver(self, event_type: str, payment_id: str, body: dict[str, Any]) -> None:
         """One event through the real intake handler, in its own transaction (as the consumer does)."""
-        message = self.outbox.event("payments.events", event_type, payment_id, body)
-        inbound = InboundEvent(CODEC.decode(message.payload), "payments.events", 0, next(_seq))
+        topic = "recon.repair-commands" if event_type == "ExecuteRepair" else "payments.events"
+        message = self.outbox.event(topic, event_type, payment_id, body)
+        inbound = InboundEvent(CODEC.decode(message.payload), topic, 0, next(_seq))
         with self.conn.transaction():
             self.intake.handle(UnitOfWork(self.conn, None, "test"), inbound)
 

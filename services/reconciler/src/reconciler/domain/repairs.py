@@ -57,7 +57,8 @@ TARGET: Final[dict[RepairType, str]] = {
 REPAIRS_OF: Final[dict[RepairType, frozenset[CaseClass]]] = {
     RepairType.CLOSE: frozenset(CaseClass),
     RepairType.POST_JOURNAL: frozenset({CaseClass.MISSING_JOURNAL}),
-    RepairType.MT5_CREDIT: frozenset({CaseClass.NOT_CREDITED, CaseClass.CREDIT_WITHOUT_DEAL}),
+    # a done credit whose deal is gone is not repaired by a second credit: the books already hold it
+    RepairType.MT5_CREDIT: frozenset({CaseClass.NOT_CREDITED}),
     RepairType.MT5_DEBIT: frozenset({CaseClass.NOT_DEBITED}),
     RepairType.APPLY_PROVIDER_FACT: frozenset({CaseClass.EXTERNAL_ONLY}),
 }
@@ -185,11 +186,12 @@ def command_for(
         raise RepairRefused(422, "nothing_explained", f"case {case.case_id}'s evidence explains no amount")
     amount = _amount(money, amount_minor, currency)
     fact_type, fact = None, None
-    if repair_type is RepairType.POST_JOURNAL:
-        fact_type, fact = fact_event(case)
-    elif repair_type is RepairType.APPLY_PROVIDER_FACT:
+    if repair_type is RepairType.APPLY_PROVIDER_FACT:
         fact_type, fact = settlement_fact(case)
-    if fact is not None and amount != money.amount_minor:  # the fact as it is, or it would conflict
+    else:  # the money fact the executing service's rules read (the deposit, its payment, its refund)
+        fact_type, fact = fact_event(case)
+    whole = repair_type in (RepairType.POST_JOURNAL, RepairType.APPLY_PROVIDER_FACT)
+    if whole and amount != money.amount_minor:  # the fact as it is, or it would conflict
         raise RepairRefused(
             422, "fact_is_whole", f"a {repair_type.value} repair moves the whole fact: {money.amount_minor}"
         )
