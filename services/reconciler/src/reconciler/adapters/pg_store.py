@@ -306,9 +306,10 @@ class PgReconStore:
 
     def match(self, params: MatchParams) -> tuple[dict[str, int], list[Finding]]:
         with self._engine.begin() as conn:
-            # the run's own memory: day-wide hashes and sorts in memory, the partition's two unique
-            # indexes sorted in memory at the seal; no JIT (compiling cost more than it saved here)
-            for setting in ("work_mem = '256MB'", "maintenance_work_mem = '1GB'", "jit = off"):
+            # the run's own memory: day-wide hashes and sorts in memory; no JIT (compiling cost more
+            # than it saved here). maintenance_work_mem stays the server's: 1GB made the seal's two
+            # index builds slower (1M payments: 9.4 s against 4.2 s)
+            for setting in ("work_mem = '256MB'", "jit = off"):
                 conn.execute(text(f"SET LOCAL {setting}"))
             counts = match_all(conn, params)
             rows = conn.execute(
