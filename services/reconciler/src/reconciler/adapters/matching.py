@@ -14,7 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
+    CHAR,
     BigInteger,
+    Boolean,
     Column,
     Connection,
     MetaData,
@@ -32,9 +34,11 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    union_all,
 )
 from sqlalchemy.dialects.postgresql import distinct_on, insert
-from sqlalchemy.sql import ColumnElement, Select
+from sqlalchemy.sql import ColumnElement, FromClause, Select
+from sqlalchemy.sql.dml import Insert
 
 from reconciler.adapters.tables import (
     attention,
@@ -71,28 +75,70 @@ def _key(case_class: CaseClass, key: ColumnElement[Any]) -> ColumnElement[Any]:
     return func.concat(f"{case_class.value}:", key)
 
 
-def _pair(conn: Connection, p: MatchParams, layer: str, pairs: Select[Any]) -> int:
-    """Insert one layer's pairs and count them. ``pairs`` is (left, right) with one row per left
-    (DISTINCT ON); of several lefts that want the same right, the first by key wins here, so the
-    insert never conflicts, and the unique constraints only stand guard (a violation is a bug, and
-    fails the run loudly). A plain INSERT, not ON CONFLICT: speculative insertion costs ~5x."""
+def _pair(
+    conn: Connection,
+    p: MatchParams,
+    layer: str,
+    pairs: Select[Any],
+    kept: Table,
+    flagged: Callable[[Any], ColumnElement[bool]] | None = None,
+    also: Callable[[Any, ColumnElement[bool]], Insert] | None = None,
+) -> int:
+    """Insert one layer's pairs and count them, in one statement that reads the day's records once.
+
+    ``pairs`` has one row per left record (DISTINCT ON the left, ordered by preference, a LEFT JOIN:
+    ``right_id`` is NULL when the left has no candidate), with ``left_id`` and ``right_id`` first,
+    then the layer's own columns (flags computed on the pair, a time). Of several lefts that want
+    the same right, the first by ``left_id`` wins here, so the insert never conflicts and the unique
+    constraints only stand guard (a violation is a bug, and fails the run loudly). A plain INSERT,
+    not ON CONFLICT: speculative insertion costs ~5x.
+
+    Every row that is not a winner, and every winner ``flagged`` picks, goes into ``kept`` (a
+    temporary table of the transaction, with a ``won`` column): the few rows the findings are made
+    of, so that no finding query scans the day again or reads the run's partition. ``also`` adds
+    one more insert of the same statement that reads the ranked pairs (which rows won)."""
     q = pairs.subquery("candidates")
-    left, right = q.c[2], q.c[3]
-    ranked = select(
-        q.c[0].label("run_id"),
-        q.c[1].label("layer"),
-        left.label("left_id"),
-        right.label("right_id"),
-        func.row_number().over(partition_by=right, order_by=left).label("rank"),
-    ).subquery("ranked")
-    winners = select(ranked.c.run_id, ranked.c.layer, ranked.c.left_id, ranked.c.right_id).where(
-        ranked.c.rank == 1
+    ranked = (
+        select(*q.c, func.row_number().over(partition_by=q.c.right_id, order_by=q.c.left_id).label("rank"))
+        .cte("ranked")
+        .prefix_with("MATERIALIZED")
+    )
+    won = and_(ranked.c.right_id.is_not(None), ranked.c.rank == 1)
+    keep = not_(won) if flagged is None else or_(not_(won), flagged(ranked))
+    names = [c.name for c in kept.columns]
+    kept_rows = insert(kept).from_select(
+        names, select(*(won.label("won") if n == "won" else ranked.c[n] for n in names)).where(keep)
     )
     target = run_matches(p.run_id)
-    conn.execute(insert(target).from_select(["run_id", "layer", "left_id", "right_id"], winners))
-    conn.execute(text(f"ANALYZE {target.name}"))  # the next queries anti-join it: the planner sees its size
-    return int(
-        conn.execute(select(func.count()).select_from(target).where(target.c.layer == layer)).scalar_one()
+    stmt = insert(target).from_select(
+        ["run_id", "layer", "left_id", "right_id"],
+        select(literal(p.run_id), literal(layer), ranked.c.left_id, ranked.c.right_id).where(won),
+    )
+    stmt = stmt.add_cte(kept_rows.cte("kept_rows"))
+    if also is not None:
+        stmt = stmt.add_cte(also(ranked, won).cte("also_rows"))
+    return int(conn.execute(stmt.execution_options(preserve_rowcount=True)).rowcount)
+
+
+def _scratch(conn: Connection, name: str, *columns: Column[Any]) -> Table:
+    """A temporary table dropped at the end of the run's transaction: scratch data (never WAL-logged,
+    rebuilt by the next run if lost), never imports, matches or cases."""
+    table = Table(name, MetaData(), *columns, prefixes=["TEMPORARY"], postgresql_on_commit="DROP")
+    table.create(conn)
+    return table
+
+
+def _kept(conn: Connection, layer: str, *flags: str) -> Table:
+    """The scratch table ``_pair`` keeps a layer's unmatched and flagged rows in."""
+    return _scratch(
+        conn,
+        f"recon_kept_{layer}",
+        Column("left_id", BigInteger),
+        Column("right_id", BigInteger),
+        Column("rank", BigInteger),
+        Column("won", Boolean),
+        *(Column(flag, Boolean) for flag in flags),
+        Column("at_ms", BigInteger),
     )
 
 
@@ -136,18 +182,15 @@ def _candidate(s: Any, f: Any, provider: str) -> ColumnElement[bool]:
     return and_(f.c.provider == provider, f.c.kind == _kind_of(s), f.c.provider_object_id == _object_of(s))
 
 
-def _matched(layer: str, run_id: int, side: str, key: ColumnElement[Any]) -> ColumnElement[bool]:
-    m = run_matches(run_id).alias(f"m_{layer}_{side}")
-    column = m.c.left_id if side == "left" else m.c.right_id
-    return exists().where(m.c.layer == layer, column == key)
-
-
 def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
     """Every layer the run's inputs allow; returns counts (matches, findings, in flight) by name."""
     # fresh statistics for what this run imported and read, so that the day-wide joins are hash
-    # joins, not nested loops planned for empty tables
+    # joins, not nested loops planned for empty tables. A small sample is enough for that (row
+    # counts, the date's share): 3,000 rows a table instead of 30,000
+    conn.execute(text("SET LOCAL default_statistics_target = 10"))
     for table in ("settlement_rows", "bank_rows", "mt5_deals", "money_facts", "mt5_operations", "journals"):
         conn.execute(text(f"ANALYZE {table}"))
+    conn.execute(text("RESET default_statistics_target"))
     _open_partition(conn, p)
     counts: dict[str, int] = {}
     layers: list[tuple[str, Callable[[Connection, MatchParams], dict[str, int]]]] = [("stale", _stale_layer)]
@@ -226,20 +269,47 @@ def _stale_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
 
 def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     s, f = settlement_rows.alias("s"), money_facts.alias("f")
+    kept = _kept(conn, "settlement", "currency_differs", "amount_differs")
+    unclaimed = _scratch(conn, "recon_unclaimed_facts", Column("id", BigInteger), Column("at_ms", BigInteger))
     pairs = (
-        select(literal(p.run_id), literal("settlement_fact"), s.c.id, f.c.id)
-        .select_from(s.join(f, _candidate(s, f, p.provider)))
+        select(
+            s.c.id.label("left_id"),
+            f.c.id.label("right_id"),
+            (s.c.currency != f.c.currency).label("currency_differs"),
+            (func.abs(s.c.gross_minor) != f.c.amount_minor).label("amount_differs"),
+            s.c.created_at_ms.label("at_ms"),
+        )
+        .select_from(s.outerjoin(f, _candidate(s, f, p.provider)))
         .where(s.c.import_id == p.settlement_import_id)
         .ext(distinct_on(s.c.id))
         .order_by(s.c.id, f.c.id)
     )
+
+    def facts_left_over(ranked: Any, won: ColumnElement[bool]) -> Insert:
+        # the date's facts no settlement row took: internal_only (or in flight)
+        taken = exists().where(won, ranked.c.right_id == money_facts.c.id)
+        return insert(unclaimed).from_select(
+            ["id", "at_ms"],
+            select(money_facts.c.id, money_facts.c.occurred_at_ms).where(
+                money_facts.c.business_date == p.business_date,
+                money_facts.c.provider == p.provider,
+                not_(taken),
+            ),
+        )
+
     # a second row for the same fact loses the race for the fact's unique slot: duplicate_reference
-    matched = _pair(conn, p, "settlement_fact", pairs)
-    unmatched = and_(
-        s.c.import_id == p.settlement_import_id,
-        not_(_matched("settlement_fact", p.run_id, "left", s.c.id)),
+    matched = _pair(
+        conn,
+        p,
+        "settlement_fact",
+        pairs,
+        kept,
+        lambda r: or_(r.c.currency_differs, r.c.amount_differs),
+        facts_left_over,
     )
-    has_candidate = exists().where(_candidate(s, f, p.provider))
+    k = kept.alias("k")
+    of_row = k.join(s, s.c.id == k.c.left_id)
+    no_candidate = k.c.right_id.is_(None)
     evidence_s = func.jsonb_build_object("settlement", _row_json(s))
     counts = {"settlement_rows_matched": matched}
     counts["external_only"] = _finding(
@@ -260,11 +330,11 @@ def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 ") and we have no such money fact",
             ).label("summary"),
             evidence_s.label("evidence"),
-        ).where(unmatched, not_(has_candidate), s.c.created_at_ms < p.settled_before_ms),
+        )
+        .select_from(of_row)
+        .where(no_candidate, k.c.at_ms < p.settled_before_ms),
     )
-    counts["external_in_flight"] = conn.execute(
-        select(func.count()).where(unmatched, not_(has_candidate), s.c.created_at_ms >= p.settled_before_ms)
-    ).scalar_one()
+    counts["external_in_flight"] = _count(conn, k, no_candidate, k.c.at_ms >= p.settled_before_ms)
     counts["duplicate_reference"] = _finding(
         conn,
         p,
@@ -273,12 +343,11 @@ def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             _key(CaseClass.DUPLICATE_REFERENCE, s.c.source_key).label("case_key"),
             func.concat("a second settlement row for ", s.c.type, " ", _object_of(s)).label("summary"),
             evidence_s.label("evidence"),
-        ).where(unmatched, has_candidate),
+        )
+        .select_from(of_row)
+        .where(k.c.right_id.is_not(None), not_(k.c.won)),
     )
-    m = run_matches(p.run_id).alias("m")
-    pair = s.join(
-        m, and_(m.c.run_id == p.run_id, m.c.layer == "settlement_fact", m.c.left_id == s.c.id)
-    ).join(f, f.c.id == m.c.right_id)
+    pair = of_row.join(f, f.c.id == k.c.right_id)
     side_by_side = func.jsonb_build_object("settlement", _row_json(s), "fact", _row_json(f))
     counts["currency_mismatch"] = _finding(
         conn,
@@ -292,7 +361,7 @@ def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             side_by_side.label("evidence"),
         )
         .select_from(pair)
-        .where(s.c.import_id == p.settlement_import_id, s.c.currency != f.c.currency),
+        .where(k.c.won, k.c.currency_differs),
     )
     counts["amount_mismatch"] = _finding(
         conn,
@@ -312,38 +381,34 @@ def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             side_by_side.label("evidence"),
         )
         .select_from(pair)
-        .where(
-            s.c.import_id == p.settlement_import_id,
-            s.c.currency == f.c.currency,
-            func.abs(s.c.gross_minor) != f.c.amount_minor,
-        ),
+        .where(k.c.won, not_(k.c.currency_differs), k.c.amount_differs),
     )
-    of_date = and_(
-        money_facts.c.business_date == p.business_date,
-        money_facts.c.provider == p.provider,
-        not_(_matched("settlement_fact", p.run_id, "right", money_facts.c.id)),
-    )
+    u = unclaimed.alias("u")
     counts["internal_only"] = _finding(
         conn,
         p,
         CaseClass.INTERNAL_ONLY,
         select(
-            _key(CaseClass.INTERNAL_ONLY, money_facts.c.source_key).label("case_key"),
+            _key(CaseClass.INTERNAL_ONLY, f.c.source_key).label("case_key"),
             func.concat(
-                money_facts.c.source_key,
+                f.c.source_key,
                 " (",
-                money_facts.c.amount_minor,
+                f.c.amount_minor,
                 " ",
-                money_facts.c.currency,
+                f.c.currency,
                 ") is missing from the settlement report",
             ).label("summary"),
-            func.jsonb_build_object("fact", _row_json(money_facts)).label("evidence"),
-        ).where(of_date, money_facts.c.occurred_at_ms < p.settled_before_ms),
+            func.jsonb_build_object("fact", _row_json(f)).label("evidence"),
+        )
+        .select_from(u.join(f, f.c.id == u.c.id))
+        .where(u.c.at_ms < p.settled_before_ms),
     )
-    counts["internal_in_flight"] = conn.execute(
-        select(func.count()).where(of_date, money_facts.c.occurred_at_ms >= p.settled_before_ms)
-    ).scalar_one()
+    counts["internal_in_flight"] = _count(conn, unclaimed, unclaimed.c.at_ms >= p.settled_before_ms)
     return counts
+
+
+def _count(conn: Connection, table: FromClause, *where: ColumnElement[bool]) -> int:
+    return int(conn.execute(select(func.count()).select_from(table).where(*where)).scalar_one())
 
 
 # -- layer 2b: captured deposits <-> MT5 credits ------------------------------------------------------
@@ -351,18 +416,28 @@ def _settlement_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
 
 def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     f, o = money_facts.alias("f"), mt5_operations.alias("o")
+    kept = _kept(conn, "credits", "amount_differs")
     deposits = and_(
         f.c.business_date == p.business_date, f.c.kind == "capture", f.c.deposit_reference.is_not(None)
     )
     pairs = (
-        select(literal(p.run_id), literal("capture_credit"), f.c.id, o.c.id)
-        .select_from(f.join(o, and_(o.c.payment_id == f.c.payment_id, o.c.kind == "credit")))
+        select(
+            f.c.id.label("left_id"),
+            o.c.id.label("right_id"),
+            and_(
+                o.c.payment_amount_minor.is_not(None),
+                or_(o.c.payment_amount_minor != f.c.amount_minor, o.c.payment_currency != f.c.currency),
+            ).label("amount_differs"),
+            f.c.occurred_at_ms.label("at_ms"),
+        )
+        .select_from(f.outerjoin(o, and_(o.c.payment_id == f.c.payment_id, o.c.kind == "credit")))
         .where(deposits)
         .ext(distinct_on(f.c.id))
         .order_by(f.c.id, o.c.row_id)
     )
-    matched = _pair(conn, p, "capture_credit", pairs)
-    uncredited = and_(deposits, not_(_matched("capture_credit", p.run_id, "left", f.c.id)))
+    matched = _pair(conn, p, "capture_credit", pairs, kept, lambda r: r.c.amount_differs)
+    k = kept.alias("k")
+    of_fact = k.join(f, f.c.id == k.c.left_id)
     counts = {"captures_credited": matched}
     counts["not_credited"] = _finding(
         conn,
@@ -380,15 +455,11 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 ") has no MT5 credit",
             ).label("summary"),
             func.jsonb_build_object("fact", _row_json(f)).label("evidence"),
-        ).where(uncredited, f.c.occurred_at_ms < p.settled_before_ms),
+        )
+        .select_from(of_fact)
+        .where(not_(k.c.won), k.c.at_ms < p.settled_before_ms),
     )
-    counts["credits_in_flight"] = conn.execute(
-        select(func.count()).select_from(f).where(uncredited, f.c.occurred_at_ms >= p.settled_before_ms)
-    ).scalar_one()
-    m = run_matches(p.run_id).alias("m")
-    pair = f.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "capture_credit", m.c.left_id == f.c.id)).join(
-        o, o.c.id == m.c.right_id
-    )
+    counts["credits_in_flight"] = _count(conn, kept, not_(kept.c.won), kept.c.at_ms >= p.settled_before_ms)
     counts["credit_amount_mismatch"] = _finding(
         conn,
         p,
@@ -408,11 +479,8 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             ).label("summary"),
             func.jsonb_build_object("fact", _row_json(f), "credit", _row_json(o)).label("evidence"),
         )
-        .select_from(pair)
-        .where(
-            o.c.payment_amount_minor.is_not(None),
-            or_(o.c.payment_amount_minor != f.c.amount_minor, o.c.payment_currency != f.c.currency),
-        ),
+        .select_from(of_fact.join(o, o.c.id == k.c.right_id))
+        .where(k.c.won, k.c.amount_differs),
     )
     return counts
 
@@ -422,20 +490,32 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
 
 def _takeback_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     f, o = money_facts.alias("f"), mt5_operations.alias("o")
+    kept = _kept(conn, "takebacks", "amount_differs")
     taken_back = and_(
         f.c.business_date == p.business_date,
         f.c.kind.in_(["refund", "chargeback"]),
         f.c.deposit_reference.is_not(None),
     )
     pairs = (
-        select(literal(p.run_id), literal("takeback_debit"), f.c.id, o.c.id)
-        .select_from(f.join(o, and_(o.c.cause_key == f.c.source_key, o.c.kind == "debit")))
+        select(
+            f.c.id.label("left_id"),
+            o.c.id.label("right_id"),
+            and_(
+                o.c.payment_amount_minor.is_not(None),
+                or_(o.c.payment_amount_minor != f.c.amount_minor, o.c.payment_currency != f.c.currency),
+            ).label("amount_differs"),
+            f.c.occurred_at_ms.label("at_ms"),
+        )
+        .select_from(f.outerjoin(o, and_(o.c.cause_key == f.c.source_key, o.c.kind == "debit")))
         .where(taken_back)
         .ext(distinct_on(f.c.id))
         .order_by(f.c.id, o.c.row_id)
     )
-    counts = {"takebacks_debited": _pair(conn, p, "takeback_debit", pairs)}
-    undebited = and_(taken_back, not_(_matched("takeback_debit", p.run_id, "left", f.c.id)))
+    counts = {
+        "takebacks_debited": _pair(conn, p, "takeback_debit", pairs, kept, lambda r: r.c.amount_differs)
+    }
+    k = kept.alias("k")
+    of_fact = k.join(f, f.c.id == k.c.left_id)
     counts["not_debited"] = _finding(
         conn,
         p,
@@ -455,15 +535,11 @@ def _takeback_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 ") was never taken back from MT5",
             ).label("summary"),
             func.jsonb_build_object("fact", _row_json(f)).label("evidence"),
-        ).where(undebited, f.c.occurred_at_ms < p.settled_before_ms),
+        )
+        .select_from(of_fact)
+        .where(not_(k.c.won), k.c.at_ms < p.settled_before_ms),
     )
-    counts["debits_in_flight"] = conn.execute(
-        select(func.count()).select_from(f).where(undebited, f.c.occurred_at_ms >= p.settled_before_ms)
-    ).scalar_one()
-    m = run_matches(p.run_id).alias("m")
-    pair = f.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "takeback_debit", m.c.left_id == f.c.id)).join(
-        o, o.c.id == m.c.right_id
-    )
+    counts["debits_in_flight"] = _count(conn, kept, not_(kept.c.won), kept.c.at_ms >= p.settled_before_ms)
     counts["debit_amount_mismatch"] = _finding(
         conn,
         p,
@@ -486,11 +562,8 @@ def _takeback_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             ).label("summary"),
             func.jsonb_build_object("fact", _row_json(f), "debit", _row_json(o)).label("evidence"),
         )
-        .select_from(pair)
-        .where(
-            o.c.payment_amount_minor.is_not(None),
-            or_(o.c.payment_amount_minor != f.c.amount_minor, o.c.payment_currency != f.c.currency),
-        ),
+        .select_from(of_fact.join(o, o.c.id == k.c.right_id))
+        .where(k.c.won, k.c.amount_differs),
     )
     return counts
 
@@ -500,10 +573,27 @@ def _takeback_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
 
 def _journal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     j = journals.alias("j")
+    missing = _scratch(conn, "recon_missing_journal", Column("side", Text), Column("id", BigInteger))
+    # the date's facts and operations together against the journals: one pass over the journals
+    records = union_all(
+        *(
+            select(literal(name).label("side"), table.c.id, table.c.source_key).where(
+                table.c.business_date == p.business_date, table.c.occurred_at_ms < p.settled_before_ms
+            )
+            for table, name in ((money_facts, "fact"), (mt5_operations, "operation"))
+        )
+    ).subquery("records")
+    conn.execute(
+        insert(missing).from_select(
+            ["side", "id"],
+            select(records.c.side, records.c.id).where(
+                not_(exists().where(j.c.reference == records.c.source_key))
+            ),
+        )
+    )
     counts: dict[str, int] = {}
     for table, name in ((money_facts, "fact"), (mt5_operations, "operation")):
         rec = table.alias(f"r_{name}")
-        booked = exists().where(j.c.reference == rec.c.source_key)
         counts[f"missing_journal_{name}"] = _finding(
             conn,
             p,
@@ -512,11 +602,9 @@ def _journal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 _key(CaseClass.MISSING_JOURNAL, rec.c.source_key).label("case_key"),
                 func.concat("the ledger has no journal for ", rec.c.source_key).label("summary"),
                 func.jsonb_build_object(name, _row_json(rec)).label("evidence"),
-            ).where(
-                rec.c.business_date == p.business_date,
-                rec.c.occurred_at_ms < p.settled_before_ms,
-                not_(booked),
-            ),
+            )
+            .select_from(missing.join(rec, rec.c.id == missing.c.id))
+            .where(missing.c.side == name),
         )
     counts["unbalanced_journal"] = _finding(
         conn,
@@ -537,20 +625,36 @@ def _journal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
 
 
 def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
-    o, d = mt5_operations.alias("o"), mt5_deals.alias("d")
-    ops = o.c.business_date == p.business_date
+    o, d, e = mt5_operations.alias("o"), mt5_deals.alias("d"), currency_exponents.alias("e")
     run_deals = d.c.run_id == p.run_id
+    kept = _kept(conn, "deals", "any_deal", "amount_differs")
+    sign = case((o.c.kind == "credit", 1), else_=-1)
+    same_login = d.c.login == o.c.mt5_login
+    # every deal with the operation's comment; the first on the operation's login (lowest ticket) is
+    # its pair; deals only on other logins leave it unmatched, with a deal (deal_on_other_login)
     pairs = (
-        select(literal(p.run_id), literal("operation_deal"), o.c.id, d.c.ticket)
-        .select_from(o.join(d, and_(run_deals, d.c.comment == o.c.comment, d.c.login == o.c.mt5_login)))
-        .where(ops)
+        select(
+            o.c.id.label("left_id"),
+            case((same_login, d.c.ticket)).label("right_id"),
+            d.c.ticket.is_not(None).label("any_deal"),
+            (d.c.profit * func.power(cast(10, Numeric), e.c.exponent) != sign * o.c.amount_minor).label(
+                "amount_differs"
+            ),
+            o.c.occurred_at_ms.label("at_ms"),
+        )
+        .select_from(
+            o.outerjoin(d, and_(run_deals, d.c.comment == o.c.comment)).outerjoin(
+                e, e.c.currency == o.c.currency
+            )
+        )
+        .where(o.c.business_date == p.business_date)
         .ext(distinct_on(o.c.id))
-        .order_by(o.c.id, d.c.ticket)
+        .order_by(o.c.id, case((same_login, 0), else_=1), d.c.ticket)
     )
-    matched = _pair(conn, p, "operation_deal", pairs)
+    matched = _pair(conn, p, "operation_deal", pairs, kept, lambda r: r.c.amount_differs)
     counts = {"operations_with_deal": matched}
-    any_deal = exists().where(run_deals, d.c.comment == o.c.comment)
-    unmatched = and_(ops, not_(_matched("operation_deal", p.run_id, "left", o.c.id)))
+    k = kept.alias("k")
+    of_op = k.join(o, o.c.id == k.c.left_id)
     counts["credit_without_deal"] = _finding(
         conn,
         p,
@@ -567,7 +671,9 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 o.c.mt5_login,
             ).label("summary"),
             func.jsonb_build_object("operation", _row_json(o)).label("evidence"),
-        ).where(unmatched, not_(any_deal)),
+        )
+        .select_from(of_op)
+        .where(not_(k.c.won), not_(k.c.any_deal)),
     )
     deals_of = (
         select(func.jsonb_agg(_row_json(d))).where(run_deals, d.c.comment == o.c.comment).scalar_subquery()
@@ -582,39 +688,9 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 "summary"
             ),
             func.jsonb_build_object("operation", _row_json(o), "deals", deals_of).label("evidence"),
-        ).where(unmatched, any_deal),
-    )
-    d2 = mt5_deals.alias("d2")
-    twice = (
-        select(d2.c.comment)
-        .where(d2.c.run_id == p.run_id, d2.c.comment.regexp_match(OUR_COMMENT))
-        .group_by(d2.c.comment)
-        .having(func.count() > 1)
-        .subquery()
-    )
-    all_of = (
-        select(func.jsonb_agg(_row_json(d)))
-        .where(run_deals, d.c.comment == twice.c.comment)
-        .scalar_subquery()
-    )
-    counts["two_deals_one_reference"] = _finding(
-        conn,
-        p,
-        CaseClass.TWO_DEALS_ONE_REFERENCE,
-        select(
-            _key(CaseClass.TWO_DEALS_ONE_REFERENCE, twice.c.comment).label("case_key"),
-            func.concat("MT5 holds more than one deal with the reference '", twice.c.comment, "'").label(
-                "summary"
-            ),
-            func.jsonb_build_object("deals", all_of).label("evidence"),
-        ),
-    )
-    m, e = run_matches(p.run_id).alias("m"), currency_exponents.alias("e")
-    sign = case((o.c.kind == "credit", 1), else_=-1)
-    pair = (
-        o.join(m, and_(m.c.run_id == p.run_id, m.c.layer == "operation_deal", m.c.left_id == o.c.id))
-        .join(d, and_(run_deals, d.c.ticket == m.c.right_id))
-        .join(e, e.c.currency == o.c.currency)
+        )
+        .select_from(of_op)
+        .where(not_(k.c.won), k.c.any_deal),
     )
     counts["deal_amount_mismatch"] = _finding(
         conn,
@@ -637,18 +713,61 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             ).label("summary"),
             func.jsonb_build_object("operation", _row_json(o), "deal", _row_json(d)).label("evidence"),
         )
-        .select_from(pair)
-        .where(d.c.profit * func.power(cast(10, Numeric), e.c.exponent) != sign * o.c.amount_minor),
+        .select_from(of_op.join(d, and_(run_deals, d.c.ticket == k.c.right_id)))
+        .where(k.c.won, k.c.amount_differs.is_(True)),
     )
-    in_day = and_(
-        run_deals,
-        d.c.action == BALANCE_ACTION,
-        d.c.time_ms >= p.day_start_ms,
-        d.c.time_ms < p.day_end_ms,
+    counts |= _deals_unexplained(conn, p)
+    return counts
+
+
+def _deals_unexplained(conn: Connection, p: MatchParams) -> dict[str, int]:
+    """The deal side: balance deals of the day nobody's record explains, in one pass over the deals."""
+    d = mt5_deals.alias("d")
+    run_deals = d.c.run_id == p.run_id
+    d2 = mt5_deals.alias("d2")
+    twice = (
+        select(d2.c.comment)
+        .where(d2.c.run_id == p.run_id, d2.c.comment.regexp_match(OUR_COMMENT))
+        .group_by(d2.c.comment)
+        .having(func.count() > 1)
+        .subquery()
     )
-    known = exists().where(mt5_operations.c.comment == d.c.comment)
+    all_of = (
+        select(func.jsonb_agg(_row_json(d)))
+        .where(run_deals, d.c.comment == twice.c.comment)
+        .scalar_subquery()
+    )
+    counts = {}
+    counts["two_deals_one_reference"] = _finding(
+        conn,
+        p,
+        CaseClass.TWO_DEALS_ONE_REFERENCE,
+        select(
+            _key(CaseClass.TWO_DEALS_ONE_REFERENCE, twice.c.comment).label("case_key"),
+            func.concat("MT5 holds more than one deal with the reference '", twice.c.comment, "'").label(
+                "summary"
+            ),
+            func.jsonb_build_object("deals", all_of).label("evidence"),
+        ),
+    )
+    odd = _scratch(conn, "recon_odd_deals", Column("ticket", BigInteger), Column("ours", Boolean))
     ours = d.c.comment.regexp_match(OUR_COMMENT)
-    unexplained = and_(in_day, ours, not_(known))
+    known = mt5_operations.alias("known")  # comments are unique among operations: one row per deal
+    conn.execute(
+        insert(odd).from_select(
+            ["ticket", "ours"],
+            select(d.c.ticket, ours)
+            .select_from(d.outerjoin(known, known.c.comment == d.c.comment))
+            .where(
+                run_deals,
+                d.c.action == BALANCE_ACTION,
+                d.c.time_ms >= p.day_start_ms,
+                d.c.time_ms < p.day_end_ms,
+                or_(not_(ours), known.c.id.is_(None)),
+            ),
+        )
+    )
+    of_deal = odd.join(d, and_(run_deals, d.c.ticket == odd.c.ticket))
     counts["deal_without_record"] = _finding(
         conn,
         p,
@@ -665,11 +784,15 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 "' but no credit or debit of ours is done with it",
             ).label("summary"),
             func.jsonb_build_object("deal", _row_json(d)).label("evidence"),
-        ).where(unexplained, d.c.time_ms < p.settled_before_ms),
+        )
+        .select_from(of_deal)
+        .where(odd.c.ours, d.c.time_ms < p.settled_before_ms),
     )
-    counts["deals_in_flight"] = conn.execute(
-        select(func.count()).select_from(d).where(unexplained, d.c.time_ms >= p.settled_before_ms)
-    ).scalar_one()
+    counts["deals_in_flight"] = int(
+        conn.execute(
+            select(func.count()).select_from(of_deal).where(odd.c.ours, d.c.time_ms >= p.settled_before_ms)
+        ).scalar_one()
+    )
     counts["deal_without_reference"] = _finding(
         conn,
         p,
@@ -688,7 +811,9 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
                 "'",
             ).label("summary"),
             func.jsonb_build_object("deal", _row_json(d)).label("evidence"),
-        ).where(in_day, not_(ours)),
+        )
+        .select_from(of_deal)
+        .where(not_(odd.c.ours)),
     )
     return counts
 
@@ -698,16 +823,22 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
 
 def _bank_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
     s = settlement_rows.alias("s")
-    batches = (
-        select(
-            s.c.payout_batch_id,
-            func.min(s.c.currency).label("currency"),
-            func.sum(s.c.net_minor).label("net_minor"),
-            func.count().label("item_count"),
+    # the report's payout batches, summed once (a million rows) into a scratch table (a thousand)
+    batches = _scratch(
+        conn,
+        "recon_batches",
+        Column("payout_batch_id", Text),
+        Column("currency", CHAR(3)),
+        Column("net_minor", Numeric),
+        Column("item_count", BigInteger),
+    )
+    conn.execute(
+        insert(batches).from_select(
+            ["payout_batch_id", "currency", "net_minor", "item_count"],
+            select(s.c.payout_batch_id, func.min(s.c.currency), func.sum(s.c.net_minor), func.count())
+            .where(s.c.import_id == p.settlement_import_id)
+            .group_by(s.c.payout_batch_id),
         )
-        .where(s.c.import_id == p.settlement_import_id)
-        .group_by(s.c.payout_batch_id)
-        .subquery("batch")
     )
     b = bank_rows.alias("b")
     joined = batches.outerjoin(
@@ -782,9 +913,7 @@ def _bank_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             ),
         ),
     )
-    known_batch = exists().where(
-        s.c.import_id == p.settlement_import_id, s.c.payout_batch_id == b.c.payout_batch_id
-    )
+    known_batch = exists().where(batches.c.payout_batch_id == b.c.payout_batch_id)
     counts["bank_deposit_unexpected"] = _finding(
         conn,
         p,

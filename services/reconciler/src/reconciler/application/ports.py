@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from reconciler.domain.cases import CaseAction, Finding, KnownCase
 from reconciler.domain.intake import Record
-from reconciler.domain.reports import ParsedReport, ReportType
+from reconciler.domain.reports import ParsedReport, PlainFile, ReportType
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +104,12 @@ class RunInProgress(Exception):
 class ReconStore(Protocol):
     def save_import(self, report: ParsedReport, source: str) -> ImportResult:
         """Store a report as the next version of its (provider, type, date), or recognise it."""
+        ...
+
+    def import_plain_settlement(self, plain: PlainFile, data: bytes, source: str) -> ImportResult | None:
+        """``save_import`` of a settlement file straight from its bytes, checked in bulk: only when
+        every row is one the checked parser takes as it stands, with the same values; otherwise None
+        and nothing is stored (the caller parses the file, which refuses it or not)."""
         ...
 
     def latest_import(self, provider: str, report_type: ReportType, business_date: date) -> int | None: ...
