@@ -18,8 +18,11 @@ credit reference, every payment's journals balanced, the ledger's hash chain int
 the day's reconciliation (``python -m reconciler run``: the PSP's reports from its API, MT5's deals
 from the Web API, the three-way match): clean first, then with four discrepancies injected through
 the simulators' control APIs (a dispute whose webhook is dropped, a wrong settlement amount, an extra
-deal with our reference, a deal without a comment), each printed as a case. Exit 0 only if every
-promise held.
+deal with our reference, a deal without a comment), each printed as a case. Between the two, a
+repair under maker-checker: MT5 refuses a sixth deposit's credit, the run finds it not credited,
+alice proposes an MT5 credit through the reconciler's API, her own approval is refused, bob approves,
+mt5-credit executes it through its normal flow and the re-run is clean. Exit 0 only if every promise
+held.
 """
 
 from __future__ import annotations
@@ -189,8 +192,62 @@ def _print_run(title: str, result: dict[str, Any]) -> None:
         print(f"  case {f['case_class']:<24} {f['severity']:<6} {f['summary']}")
 
 
+def repair(system: System, day: str) -> list[str]:
+    """A deposit MT5 refuses to credit, found by the run, repaired by two people, re-run clean."""
+    assert system.mt5 is not None
+    login = 7106
+    system.open_mt5_account(login, "cust-6")
+    system.mt5.control.arm_fault(kind="retcode", endpoint="trade/balance", login=login, count=1, retcode=3)
+    ref, payment_id = system.create_deposit("cust-6", login, 40_000, "pm_card_visa")
+    system.wait_payment(payment_id, "AUTHORIZED")
+    system.capture(payment_id)
+    system.wait_payment(payment_id, "CAPTURED")
+    system.wait_credits(ref, ["failed"])
+    print(f"\n== a repair under maker-checker: MT5 refused the credit of deposit {ref} (USD 400.00)")
+    wait_until(
+        lambda: [f["case_class"] for f in system.reconcile(day)["findings"]] == ["not_credited"],
+        60,
+        "the run to find the deposit not credited",
+    )
+    _, listed = system.recon_api("bob", "GET", "/v1/cases?class=not_credited&status=open")
+    [case] = listed["cases"]
+    print(f"  case {case['id']} {case['case_class']}: {case['summary']}")
+    body = {
+        "repair_type": "mt5_credit",
+        "reason": "MT5 refused the credit; the account is fixed",
+        "mt5_login": login,
+    }
+    status, proposed = system.recon_api("alice", "POST", f"/v1/cases/{case['id']}/repairs", body)
+    if status != 201:
+        return [f"alice could not propose the repair: {status} {proposed}"]
+    rid, digest = proposed["repair_id"], proposed["command_digest"]
+    print(f"  alice proposes repair {rid} (mt5_credit, USD 400.00 to {login}), command digest {digest[:12]}…")
+    status, answer = system.recon_api(
+        "alice", "POST", f"/v1/repairs/{rid}/approve", {"command_digest": digest}
+    )
+    print(f"  alice approves her own repair: {status} {answer.get('error')}: {answer.get('detail')}")
+    broken = [] if status == 403 else [f"the maker approved her own repair: {status} {answer}"]
+    status, answer = system.recon_api("bob", "POST", f"/v1/repairs/{rid}/approve", {"command_digest": digest})
+    print(f"  bob approves it: {status} {answer.get('status')}")
+
+    def executed() -> bool:
+        return bool(system.recon_api("bob", "GET", f"/v1/repairs/{rid}")[1]["status"] == "executed")
+
+    wait_until(executed, 90, "mt5-credit to execute and answer the repair")
+    done = system.recon_api("bob", "GET", f"/v1/repairs/{rid}")[1]
+    print(f"  mt5-credit executed it: {done['outcome_detail']}")
+    wait_until(lambda: system.reconcile(day)["status"] == "clean", 60, "the re-run to be clean")
+    rerun = system.reconcile(day)
+    _print_run("after the repair", rerun)
+    deals = system.mt5.control.deals(login=login)
+    if len(deals) != 1:
+        broken.append(f"the repair left {len(deals)} deals on {login}, expected 1")
+    return broken
+
+
 def reconcile(system: System, deposits: list[Deposit]) -> list[str]:
-    """The day's three-way match, clean; then with discrepancies injected, each found as a case."""
+    """The day's three-way match, clean; a repair under maker-checker; then with discrepancies
+    injected, each found as a case."""
     assert system.mt5 is not None
     day = dt.datetime.now(dt.UTC).date().isoformat()
     journals = sum(len(system.journals(d.payment_id)) for d in deposits)
@@ -200,6 +257,7 @@ def reconcile(system: System, deposits: list[Deposit]) -> list[str]:
     broken = [] if clean["status"] == "clean" else [f"the day did not reconcile clean: {clean['findings']}"]
     if clean["counts"].get("takebacks_debited") != 2:
         broken.append(f"expected both refunds matched to their MT5 debits: {clean['counts']}")
+    broken += repair(system, day)
     first = system.payment(deposits[0].payment_id)["provider_payment_id"]
     system.psp_fault(kind="webhook_drop", event_type="charge.dispute.created", count=1)
     system.http("POST", f"{system.urls.psp_control}/control/payment_intents/{first}/dispute", {})
@@ -249,7 +307,8 @@ def main() -> int:
         return 1
     print(
         "\ndemo: every promise held (one MT5 deal per reference, balanced journals, chain intact,"
-        " the day reconciled clean and every injected discrepancy found as a case)"
+        " the day reconciled clean, a repair by two people executed once and the re-run clean,"
+        " every injected discrepancy found as a case)"
         f" in {elapsed:.0f}s"
     )
     return 0

@@ -7,75 +7,26 @@ the repair, and the re-run of the day is clean. Money moved once: one deal, one 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from backbone.testing.processes import Proc, wait_until
-from backbone.testing.stack import Stack, free_port
+from backbone.testing.processes import wait_until
+from backbone.testing.stack import Stack
 from backbone.testing.system import System
-from backbone.tokens import token_hash
 
 pytestmark = pytest.mark.integration
-ALICE, BOB = "alice-e2e-token-0123456789", "bob-e2e-token-0123456789"
-
-
-class Api:
-    def __init__(self, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}"
-
-    def call(self, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"{}")
 
 
 @pytest.fixture(scope="module")
-def system(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[System, Api]]:
+def running(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     workdir: Path = tmp_path_factory.mktemp("repair-system")
-    with System(stack, workdir, with_reconciler=True).start() as running:
-        tokens = workdir / "operators"
-        tokens.write_text(
-            f"alice cases:view,repairs:propose,repairs:approve sha256:{token_hash(ALICE)}\n"
-            f"bob cases:view,repairs:approve sha256:{token_hash(BOB)}\n"
-        )
-        port = free_port()
-        env = {
-            **running.reconciler_env(),
-            "RECON_HTTP_PORT": str(port),
-            "RECON_HTTP_HOST": "127.0.0.1",
-            "RECON_API_TOKENS_FILE": str(tokens),
-        }
-        proc = Proc(["-m", "reconciler", "api"], env, workdir / "reconciler-api.log")
-        api = Api(port)
-
-        def up() -> bool:
-            try:
-                return urllib.request.urlopen(f"{api.base}/readyz", timeout=2).status == 200
-            except OSError:
-                return False
-
-        wait_until(up, 30, "the reconciler API", alive=lambda: proc.popen.poll() is None)
-        try:
-            yield running, api
-        finally:
-            proc.terminate()
+    with System(stack, workdir, with_reconciler=True).start() as system:
+        yield system
 
 
-def test_a_refused_credit_is_repaired_by_two_people_and_the_day_reconciles(
-    system: tuple[System, Api],
-) -> None:
+def test_a_refused_credit_is_repaired_by_two_people_and_the_day_reconciles(running: System) -> None:
     """The whole repair path on the running product (see the module's docstring)."""
-    running, api = system
     assert running.mt5 is not None
     day = dt.datetime.now(dt.UTC).date().isoformat()
     login = 7301
@@ -92,7 +43,7 @@ def test_a_refused_credit_is_repaired_by_two_people_and_the_day_reconciles(
         return sorted(f["case_class"] for f in running.reconcile(day)["findings"])
 
     wait_until(lambda: found() == ["not_credited"], 60, "the run to find the deposit not credited")
-    status, cases = api.call("GET", "/v1/cases?class=not_credited&status=open", BOB)
+    status, cases = running.recon_api("bob", "GET", "/v1/cases?class=not_credited&status=open")
     [case] = [c for c in cases["cases"] if payment_id in c["summary"] or ref in c["summary"]] or cases[
         "cases"
     ]
@@ -101,16 +52,20 @@ def test_a_refused_credit_is_repaired_by_two_people_and_the_day_reconciles(
         "reason": "MT5 refused the credit; the account is fine now",
         "mt5_login": login,
     }
-    status, proposed = api.call("POST", f"/v1/cases/{case['id']}/repairs", ALICE, body)
+    status, proposed = running.recon_api("alice", "POST", f"/v1/cases/{case['id']}/repairs", body)
     assert status == 201, proposed
     rid, digest = proposed["repair_id"], proposed["command_digest"]
-    status, refused = api.call("POST", f"/v1/repairs/{rid}/approve", ALICE, {"command_digest": digest})
+    status, refused = running.recon_api(
+        "alice", "POST", f"/v1/repairs/{rid}/approve", {"command_digest": digest}
+    )
     assert (status, refused["error"]) == (403, "maker_cannot_approve")
-    status, approved = api.call("POST", f"/v1/repairs/{rid}/approve", BOB, {"command_digest": digest})
+    status, approved = running.recon_api(
+        "bob", "POST", f"/v1/repairs/{rid}/approve", {"command_digest": digest}
+    )
     assert (status, approved["status"]) == (200, "sent")
 
     def repair_status() -> str:
-        return str(api.call("GET", f"/v1/repairs/{rid}", BOB)[1]["status"])
+        return str(running.recon_api("bob", "GET", f"/v1/repairs/{rid}")[1]["status"])
 
     wait_until(lambda: repair_status() == "executed", 90, "mt5-credit to execute and answer the repair")
     credits = running.wait_credits(ref, ["failed", "done"])
@@ -125,7 +80,7 @@ def test_a_refused_credit_is_repaired_by_two_people_and_the_day_reconciles(
         "the ledger to book the repair credit",
     )
     wait_until(lambda: running.reconcile(day)["status"] == "clean", 60, "the re-run to be clean")
-    detail = api.call("GET", f"/v1/cases/{case['id']}", BOB)[1]
+    detail = running.recon_api("bob", "GET", f"/v1/cases/{case['id']}")[1]
     assert detail["status"] == "resolved"
     assert [h["action"] for h in detail["history"]].count("repair_executed") == 1
     credit_journals = [j for j in running.journals(payment_id) if j["reference"].startswith("mt5-credit:")]

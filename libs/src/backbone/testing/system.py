@@ -42,6 +42,11 @@ MERCHANT_TOKEN: Final = "system-merchant-token-0123456789"  # noqa: S105 - a tes
 CREDIT_TOKEN: Final = "system-credit-token-0123456789"  # noqa: S105 - a test value
 CREDIT_ADMIN_TOKEN: Final = "system-credit-admin-0123456789"  # noqa: S105 - a test value
 LEDGER_TOKEN: Final = "system-ledger-token-0123456789"  # noqa: S105 - a test value
+# the reconciler's operators: each their own token (maker-checker needs two people)
+OPERATORS: Final = {
+    "alice": ("system-operator-alice-0123456789", "cases:view,cases:work,repairs:propose,repairs:approve"),
+    "bob": ("system-operator-bob-0123456789", "cases:view,cases:work,repairs:propose,repairs:approve"),
+}
 LEDGER_ROLE: Final = "ledger_app_test"  # shared by every test database (roles are cluster-wide)
 LEDGER_ROLE_PASSWORD: Final = "ledger_app_test"  # noqa: S105 - a throwaway role on a dev cluster
 MT5_GROUP: Final = "real\\usd"
@@ -66,7 +71,7 @@ MT5_WORKER_ENV: Final = {
 CONSUMER_ENV: Final = {"CONSUMER_POLL_TIMEOUT_MS": "100", "CONSUMER_BATCH_LINGER_MS": "5"}
 RELAY_ENV: Final = {"OUTBOX_POLL_INTERVAL_MS": "100"}
 HTTP_PROCESSES: Final = frozenset(
-    {"gateway-api", "payment_state-api", "mt5_credit-api", "ledger-api", "psp_sim"}
+    {"gateway-api", "payment_state-api", "mt5_credit-api", "ledger-api", "reconciler-api", "psp_sim"}
 )
 
 
@@ -82,6 +87,7 @@ class Urls:
     payment_state: str = ""
     mt5_credit: str = ""
     ledger: str = ""
+    reconciler: str = ""
 
 
 @dataclass
@@ -94,7 +100,7 @@ class System:
     prefix: str = ""
     mt5: SimulatorProcess | None = None
     with_ledger: bool = True
-    with_reconciler: bool = False  # its consumer and relay; runs are started with reconcile()
+    with_reconciler: bool = False  # its consumer, relay and API; runs are started with reconcile()
     liveness_timeout_ms: int = 60_000  # HEALTH_LIVENESS_TIMEOUT_MS of every process
     health_ports: dict[str, int] = field(default_factory=dict)  # process -> HEALTH_PORT (no HTTP API)
     envs: dict[str, dict[str, str]] = field(default_factory=dict)  # process -> its own settings
@@ -203,6 +209,7 @@ class System:
             ("payment_state", self.urls.payment_state + "/healthz"),
             ("mt5_credit", self.urls.mt5_credit + "/healthz"),
             *([("ledger", self.urls.ledger + "/healthz")] if self.with_ledger else []),
+            *([("reconciler-api", self.urls.reconciler + "/healthz")] if self.with_reconciler else []),
         ):
             wait_until(functools.partial(_answers, url), 60, f"{name} to answer", alive=self._all_alive)
 
@@ -307,6 +314,26 @@ class System:
         db = {"DATABASE_URL": self._db("reconciler")}
         self._run("reconciler-consume", ["-m", "reconciler", "consume"], {**db, **CONSUMER_ENV})
         self._run("reconciler-relay", ["-m", "reconciler", "relay"], {**db, **RELAY_ENV})
+        tokens = self.workdir / "reconciler-operators"
+        tokens.write_text(
+            "".join(
+                f"{name} {grants} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
+                for name, (token, grants) in OPERATORS.items()
+            )
+        )
+        port = free_port()
+        self.urls.reconciler = f"http://127.0.0.1:{port}"
+        api_env = {
+            **db,
+            "RECON_HTTP_PORT": str(port),
+            "RECON_HTTP_HOST": "127.0.0.1",
+            "RECON_API_TOKENS_FILE": str(tokens),
+        }
+        self._run("reconciler-api", ["-m", "reconciler", "api"], api_env)
+
+    def recon_api(self, operator: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """One call of the reconciler's API as ``operator`` (a name of ``OPERATORS``)."""
+        return self.http(method, self.urls.reconciler + path, body, token=OPERATORS[operator][0])
 
     def reconciler_env(self, grace_s: int = 0) -> dict[str, str]:
         """What ``python -m reconciler run`` needs against this system (PSP reports, MT5 deals)."""
