@@ -15,6 +15,7 @@ from backbone.testing.kafka import topic_namespace
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
 from mt5_credit.testing import GROUP, System, credit_database
+from mt5_credit.testing.facts import captured_body, payment_id_for, repair_body
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +161,35 @@ def test_three_instances_and_rebalances_credit_each_deposit_once(system: System)
     assert len(rows) == 60
     for row in rows:
         assert len(system.deals(f"dep:{row['id']}")) == 1, row
+
+
+def test_a_repair_survives_a_consumer_and_a_worker_killed_between_steps(system: System) -> None:
+    """A deposit whose credit MT5 refused, then its approved repair on the real repair topic: the
+    consumer is killed right after committing the repair row (Kafka redelivers the command), the
+    worker right after the MT5 call (the lookup settles it). One repair row, one deal with its own
+    comment, one RepairOutcome executed."""
+    system.account(7001, "cust-1")
+    system.sim.control.arm_fault(kind="retcode", endpoint="trade/balance", count=1, retcode=3)
+    system.consumer()
+    system.worker()
+    pi = f"pi_{uuid.uuid4().hex[:10]}"
+    ref = system.intent("cust-1", 7001, 50_000)
+    system.captured(ref, 50_000, pi)
+    system.wait_status("failed")
+    for proc in system.procs:
+        proc.kill()
+    system.procs.clear()
+    body = repair_body("PaymentCaptured", captured_body(ref, 50_000, "USD", pi), repair_id=77, mt5_login=7001)
+    system.publish("ExecuteRepair", payment_id_for(pi), body)
+    doomed = system.consumer(failpoints="consumer.after_db_commit=kill")
+    wait_until(lambda: doomed.popen.poll() is not None, 60, "the consumer to die after its commit")
+    system.consumer()
+    crashing = system.worker(failpoints="mt5_credit.after_mt5_call=kill")
+    wait_until(lambda: crashing.popen.poll() is not None, 60, "the worker to die after the MT5 call")
+    system.worker()
+    wait_until(lambda: [r["status"] for r in system.rows()] == ["failed", "done"], 90, "the repair row done")
+    failed, repaired = system.rows()
+    assert len(system.deals(f"dep:{repaired['id']}")) == 1 and system.deals(f"dep:{failed['id']}") == []
+    wait_until(lambda: len(system.outcomes()) >= 1, 30, "the repair's answer")
+    [answer] = system.outcomes()
+    assert (answer["repair_id"], answer["outcome"]) == (77, "executed")

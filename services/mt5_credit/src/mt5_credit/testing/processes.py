@@ -65,9 +65,12 @@ class System:
             **extra,
         }
 
-    def consumer(self, n: int = 1) -> Proc:
+    def consumer(self, n: int = 1, failpoints: str = "") -> Proc:
         env = self._env(
-            CONSUMER_NAME=self.group, CONSUMER_POLL_TIMEOUT_MS="100", CONSUMER_SESSION_TIMEOUT_MS="6000"
+            CONSUMER_NAME=self.group,
+            CONSUMER_POLL_TIMEOUT_MS="100",
+            CONSUMER_SESSION_TIMEOUT_MS="6000",
+            BACKBONE_FAILPOINTS=failpoints,
         )
         proc = Proc(["-m", "mt5_credit", "consume"], env, self.tmp / f"consume-{next(_seq)}.log")
         self.procs.append(proc)
@@ -103,7 +106,8 @@ class System:
 
     def publish(self, event_type: str, payment_id: str, body: dict[str, Any], copies: int = 1) -> None:
         """Publish one event (``copies`` times with the same event id: a duplicate delivery)."""
-        message = self.writer.event(self.prefix + "payments.events", event_type, payment_id, body)
+        topic = "recon.repair-commands" if event_type == "ExecuteRepair" else "payments.events"
+        message = self.writer.event(self.prefix + topic, event_type, payment_id, body)
         for _ in range(copies):
             self.producer.produce(message.topic, key=payment_id.encode(), value=message.payload)
         assert self.producer.flush(10) == 0
@@ -115,6 +119,12 @@ class System:
 
     def refunded(self, ref: str, amount_minor: int, refund_id: str, pi: str) -> None:
         self.publish("RefundSucceeded", payment_id_for(pi), refunded_body(ref, amount_minor, refund_id))
+
+    def outcomes(self) -> list[dict[str, Any]]:
+        """The RepairOutcome bodies in the outbox, in commit order."""
+        with connect(self.db_url) as conn:
+            rows = conn.execute("SELECT payload FROM outbox WHERE event_type = 'RepairOutcome' ORDER BY id")
+            return [CODEC.decode(bytes(p)).body for (p,) in rows]
 
     def rows(self) -> list[dict[str, Any]]:
         with connect(self.db_url) as conn:
