@@ -260,3 +260,117 @@ def test_the_operator_cli_acts_through_the_api_as_its_token(api: tuple[Api, Worl
         ("bob", "done"),
     ]
     assert _cli(client, "", "repairs", "list").returncode == 2
+
+
+def _raw(client: Api, method: str, path: str, token: str, data: bytes, content_type: str) -> tuple[int, Any]:
+    request = urllib.request.Request(client.base + path, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    request.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def _three_cases(world: World) -> None:
+    world.deposit(1)
+    for n in (2, 3, 4):
+        world.deposit(n, settled=False)
+    world.publish_reports()
+    assert world.classes(world.run()) == ["internal_only"] * 3
+
+
+def test_cases_in_volume_exported_decided_and_imported(api: tuple[Api, World]) -> None:
+    """The selection of one class exports as CSV; filled in and posted back, each decision is its own
+    audited act: two acknowledged, one close proposed (still waiting for a second person); a file
+    with one bad line changes nothing and names the line; a viewer may not decide."""
+    client, world = api
+    _three_cases(world)
+    request = urllib.request.Request(client.base + "/v1/cases.csv?class=internal_only")
+    request.add_header("Authorization", f"Bearer {VIEWER}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/csv")
+        lines = response.read().decode().splitlines()
+    assert len(lines) == 4 and lines[0].startswith("case_id,case_key")
+    choices = [
+        "acknowledge,,asking the PSP,,,",
+        "acknowledge,,asking the PSP,,,",
+        "propose,close,PSP lost the rows,,,",
+    ]
+    filled = [
+        lines[0],
+        *(line[: line.rindex(",,,,,,")] + "," + c for line, c in zip(lines[1:], choices, strict=True)),
+    ]
+    bad = [*filled[:2], filled[2].replace("acknowledge", "shrug")]
+    status, body = _raw(client, "POST", "/v1/decisions", ALICE, ("\n".join(bad) + "\n").encode(), "text/csv")
+    assert (status, body["error"]) == (400, "bad_decisions") and "line 3" in body["detail"]
+    assert client.call("/v1/repairs")[1]["repairs"] == []
+    status, body = _raw(
+        client, "POST", "/v1/decisions", ALICE, ("\n".join(filled) + "\n").encode(), "text/csv"
+    )
+    assert (status, body["error"]) == (403, "forbidden")  # alice may propose, not acknowledge
+    status, body = _raw(
+        client, "POST", "/v1/decisions", WORKER, ("\n".join(filled[:3]) + "\n").encode(), "text/csv"
+    )
+    assert status == 200 and [r["outcome"] for r in body["results"]] == ["done", "done"]
+    status, body = _raw(
+        client,
+        "POST",
+        "/v1/decisions",
+        ALICE,
+        ("\n".join([filled[0], filled[3]]) + "\n").encode(),
+        "text/csv",
+    )
+    assert status == 200 and body["results"][0]["repair_id"] is not None
+    statuses = sorted(c["status"] for c in client.call("/v1/cases")[1]["cases"])
+    assert statuses == ["acknowledged", "acknowledged", "open"]
+    [repair] = client.call("/v1/repairs")[1]["repairs"]
+    assert repair["status"] == "proposed"
+
+
+def test_a_json_selection_and_a_reopened_case(api: tuple[Api, World]) -> None:
+    """A JSON selection of case ids acknowledges each (each audited); a resolved case is reopened by
+    a person with a reason (CaseOpened again), and an open one cannot be reopened."""
+    client, world = api
+    _three_cases(world)
+    ids = [c["id"] for c in client.call("/v1/cases")[1]["cases"]]
+    body = {"case_ids": ids, "decision": "acknowledge", "reason": "one PSP error, 3 rows"}
+    status, answer = client.call("/v1/decisions", token=WORKER, body=body)
+    assert status == 200 and {r["outcome"] for r in answer["results"]} == {"done"}
+    acks = [a for a in client.call("/v1/audit?limit=50")[1]["audit"] if a["action"] == "acknowledge"]
+    assert len(acks) == 3
+    close = {"repair_type": "close", "reason": "PSP error"}
+    proposed = client.call(f"/v1/cases/{ids[0]}/repairs", token=ALICE, body=close)[1]
+    client.call(
+        f"/v1/repairs/{proposed['repair_id']}/approve",
+        token=BOB,
+        body={"command_digest": proposed["command_digest"]},
+    )
+    assert client.call(f"/v1/cases/{ids[0]}")[1]["status"] == "resolved"
+    status, answer = client.call(
+        f"/v1/cases/{ids[0]}/reopen", token=WORKER, body={"reason": "the PSP says it was real"}
+    )
+    assert (status, answer["status"]) == (200, "open")
+    status, answer = client.call(f"/v1/cases/{ids[1]}/reopen", token=WORKER, body={"reason": "x"})
+    assert (status, answer["error"]) == (409, "not_resolved")
+    history = client.call(f"/v1/cases/{ids[0]}")[1]["history"]
+    assert history[-1]["action"] == "reopened" and history[-1]["actor"] == "ops"
+
+
+def test_cases_export_and_decide_from_the_terminal(api: tuple[Api, World], tmp_path: Path) -> None:
+    """`cases export --out F` writes the selection; filled in, `cases decide F` applies it as the
+    token's operator and prints each line's outcome; a refused line exits 1."""
+    client, world = api
+    _three_cases(world)
+    exported = tmp_path / "cases.csv"
+    done = _cli(client, VIEWER, "cases", "export", "--out", str(exported), "--class", "internal_only")
+    assert done.returncode == 0, done.stderr
+    lines = exported.read_text().splitlines()
+    filled = [lines[0], *(line[: line.rindex(",,,,,,")] + ",acknowledge,,on it,,," for line in lines[1:])]
+    exported.write_text("\n".join(filled) + "\n")
+    done = _cli(client, WORKER, "cases", "decide", str(exported))
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert {c["status"] for c in client.call("/v1/cases")[1]["cases"]} == {"acknowledged"}
+    case_id = client.call("/v1/cases")[1]["cases"][0]["id"]
+    assert _cli(client, WORKER, "cases", "reopen", str(case_id), "--reason", "x").returncode == 1

@@ -141,6 +141,28 @@ class _Tx:
             .values(status=CaseStatus.ACKNOWLEDGED.value, updated_at=func.now())
         )
 
+    def reopen_case(self, case_id: int) -> None:
+        row = self._conn.execute(
+            update(cases)
+            .where(cases.c.id == case_id)
+            .values(
+                status=CaseStatus.OPEN.value,
+                resolved_at=None,
+                resolution=None,
+                updated_at=func.now(),
+                reopened=cases.c.reopened + 1,
+            )
+            .returning(cases.c.case_key, cases.c.case_class, cases.c.business_date, cases.c.summary)
+        ).one()
+        body = {
+            "case_id": case_id,
+            "business_date": row.business_date.isoformat(),
+            "case_class": row.case_class,
+            "source_key": row.case_key,
+            "summary": row.summary[:500],
+        }
+        self._desk.outbox_write(self._conn, self._desk.events_topic, "CaseOpened", row.case_key, body)
+
     def resolve_case(self, case_id: int, actor: str, resolution: str) -> None:
         self._conn.execute(
             update(cases)

@@ -19,7 +19,9 @@ from typing import Any, Literal, Protocol
 from backbone.logs import get_logger
 
 from reconciler.domain.cases import CaseStatus
+from reconciler.domain.decisions import Decision
 from reconciler.domain.repairs import (
+    REASON_MAX,
     CaseView,
     RepairCommand,
     RepairRefused,
@@ -61,6 +63,10 @@ class DeskTransaction(Protocol):
     def reject(self, repair_id: int, checker: str, reason: str) -> None: ...
 
     def acknowledge(self, case_id: int) -> None: ...
+
+    def reopen_case(self, case_id: int) -> None:
+        """Resolved → open again (``CaseOpened`` goes out with it)."""
+        ...
 
     def resolve_case(self, case_id: int, actor: str, resolution: str) -> None:
         """Resolved by a person (``CaseResolved`` goes out with it)."""
@@ -256,3 +262,75 @@ def acknowledge(desk: RepairDesk, operator: str, case_id: int, note: str) -> Cas
             tx.history(case_id, "acknowledged", operator, note)
         tx.audit(operator, "acknowledge", f"case:{case_id}", note, {"status_before": case.status.value})
         return CaseStatus.ACKNOWLEDGED if case.status is CaseStatus.OPEN else case.status
+
+
+def reopen(desk: RepairDesk, operator: str, case_id: int, reason: str) -> CaseStatus:
+    """A resolved case opened again by a person, with why (new evidence outside the run, a close
+    made in error)."""
+    with _Refusals(desk, operator, "reopen", f"case:{case_id}", {}), desk.acting() as tx:
+        case = _case(tx, case_id)
+        why = reason.strip()
+        if not why or len(why) > REASON_MAX:
+            raise RepairRefused(400, "bad_reopen", f"reason: why, 1-{REASON_MAX} characters")
+        if case.status is not CaseStatus.RESOLVED:
+            raise RepairRefused(
+                409, "not_resolved", f"case {case_id} is {case.status.value}: it is open already"
+            )
+        tx.reopen_case(case_id)
+        tx.history(case_id, "reopened", operator, why)
+        tx.audit(operator, "reopen", f"case:{case_id}", why, {})
+        return CaseStatus.OPEN
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    line: int
+    case_id: int
+    action: str
+    outcome: str  # done | refused
+    detail: str
+    repair_id: int | None = None
+    command_digest: str | None = None
+
+
+def decide(desk: RepairDesk, operator: str, decisions: list[Decision]) -> list[Decided]:
+    """Every decision of a checked file, each its own act (audited on its own; a refusal of one
+    leaves the others as they are). Proposed repairs still wait for a second person each."""
+    results: list[Decided] = []
+    for d in decisions:
+        try:
+            if d.action == "acknowledge":
+                status = acknowledge(desk, operator, d.case_id, d.reason)
+                results.append(Decided(d.line, d.case_id, d.action, "done", status.value))
+            elif d.action == "reopen":
+                status = reopen(desk, operator, d.case_id, d.reason)
+                results.append(Decided(d.line, d.case_id, d.action, "done", status.value))
+            else:
+                assert d.repair_type is not None
+                proposed = propose(
+                    desk,
+                    operator,
+                    d.case_id,
+                    d.repair_type,
+                    reason=d.reason,
+                    amount_minor=d.amount_minor,
+                    currency=d.currency,
+                    mt5_login=d.mt5_login,
+                )
+                detail = "proposed" if proposed.changed else "the same repair was proposed already"
+                results.append(
+                    Decided(
+                        d.line,
+                        d.case_id,
+                        d.action,
+                        "done",
+                        detail,
+                        proposed.repair_id,
+                        proposed.command_digest,
+                    )
+                )
+        except RepairRefused as refused:
+            results.append(
+                Decided(d.line, d.case_id, d.action, "refused", f"{refused.error}: {refused.detail}")
+            )
+    return results

@@ -19,6 +19,12 @@ changes nothing; a refused act (including a missing token or permission on a POS
     POST /v1/repairs/{repair_id}/approve    {"command_digest": "<the digest you saw>"} (repairs:approve)
     POST /v1/repairs/{repair_id}/reject     {"reason": "why"}                     (repairs:approve)
     GET  /v1/audit[?target=case:N|repair:N&operator=&limit=]
+    POST /v1/cases/{case_id}/reopen         {"reason": "why"}                     (cases:work)
+    GET  /v1/cases.csv[?date=&status=&class=&limit=]   the selection, with empty decision columns
+    POST /v1/decisions                      that CSV filled in (text/csv), or JSON {"case_ids": [..],
+                                            "decision", "reason", "repair_type"?, ...}: each line its
+                                            own act (cases:work to acknowledge or reopen,
+                                            repairs:propose to propose); a bad line refuses it all
 
 Metrics (refreshed every ``RECON_METRICS_INTERVAL_S`` from the database, seed 002 §6.1):
 ``recon_open_cases{case_class,severity}``, ``recon_oldest_open_case_age_seconds``,
@@ -30,10 +36,9 @@ started in the last 7 days).
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
-from datetime import date
 from typing import Any, Final
 
 from aiohttp import web
@@ -47,7 +52,23 @@ from prometheus_client import Gauge
 from reconciler.adapters.pg_repairs import PgRepairDesk
 from reconciler.adapters.pg_store import PgReconStore
 from reconciler.application import repairs as acts
+from reconciler.domain.decisions import (
+    PERMISSION_OF,
+    ROWS_MAX,
+    DecisionsRefused,
+    export_csv,
+    parse_decisions,
+)
 from reconciler.domain.repairs import RepairRefused, RepairStatus, RepairType
+from reconciler.entrypoints.api_input import (
+    BadRequest,
+    bulk,
+    json_body,
+    json_response,
+    path_id,
+    query_date,
+    query_limit,
+)
 from reconciler.settings import SERVICE_NAME, ApiSettings
 
 log = get_logger(__name__)
@@ -58,6 +79,7 @@ STATUSES: Final = frozenset({"open", "acknowledged", "resolved"})
 REPAIR_STATUSES: Final = frozenset(s.value for s in RepairStatus)
 ANONYMOUS: Final = "(no valid token)"
 NOTE_MAX: Final = 500
+BODY_MAX: Final = 2 * 1024 * 1024  # a decisions file of ROWS_MAX cases
 
 OPEN_CASES = Gauge("recon_open_cases", "open or acknowledged cases", ["case_class", "severity"])
 OLDEST_OPEN = Gauge("recon_oldest_open_case_age_seconds", "age of the oldest open or acknowledged case")
@@ -66,16 +88,6 @@ LAST_SUCCESS = Gauge(
 )
 LAST_DURATION = Gauge("recon_last_run_duration_seconds", "the date's last finished run", ["business_date"])
 INCOMPLETE = Gauge("recon_incomplete_runs", "incomplete or failed runs of the date", ["business_date"])
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, error: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.error, self.detail = status, error, detail
-
-
-def _json(status: int, body: Any) -> web.Response:
-    return web.json_response(body, status=status, dumps=lambda o: json.dumps(o, default=str))
 
 
 def publish_gauges(snapshot: dict[str, Any]) -> None:
@@ -101,7 +113,7 @@ class ReconApi:
         self._gauges_at = 0.0
 
     def app(self) -> web.Application:
-        app = service_app(middlewares=[self._middleware], client_max_size=64 * 1024, database=self._database)
+        app = service_app(middlewares=[self._middleware], client_max_size=BODY_MAX, database=self._database)
         app.add_routes(aiohttp_routes(self._health))
         view, work = self._guard(VIEW), self._guard(WORK)
         propose, approve = self._guard(PROPOSE), self._guard(APPROVE)
@@ -110,6 +122,9 @@ class ReconApi:
                 web.get("/v1/runs", view(self.runs)),
                 web.get("/v1/runs/{run_id}", view(self.run)),
                 web.get("/v1/cases", view(self.cases)),
+                web.get("/v1/cases.csv", view(self.export)),
+                web.post("/v1/decisions", view(self.decisions)),
+                web.post("/v1/cases/{case_id}/reopen", work(self.reopen)),
                 web.get("/v1/cases/{case_id}", view(self.case)),
                 web.post("/v1/cases/{case_id}/acknowledge", work(self.acknowledge)),
                 web.post("/v1/cases/{case_id}/repairs", propose(self.propose)),
@@ -136,7 +151,7 @@ class ReconApi:
         try:
             response = await handler(request)
         except (BadRequest, RepairRefused) as exc:
-            response = _json(exc.status, {"error": exc.error, "detail": exc.detail})
+            response = json_response(exc.status, {"error": exc.error, "detail": exc.detail})
         if request.path.startswith("/v1/"):
             log.info(
                 "api.request",
@@ -156,10 +171,14 @@ class ReconApi:
                 caller = self._tokens.caller(token.strip()) if scheme.lower() == "bearer" and token else None
                 if caller is None:
                     await self._refused(request, ANONYMOUS, "unauthorized: no valid bearer token")
-                    return _json(401, {"error": "unauthorized", "detail": "a valid bearer token is required"})
+                    return json_response(
+                        401, {"error": "unauthorized", "detail": "a valid bearer token is required"}
+                    )
                 if permission not in caller.permissions:
                     await self._refused(request, caller.principal, f"forbidden: needs {permission}")
-                    return _json(403, {"error": "forbidden", "detail": f"needs the {permission} permission"})
+                    return json_response(
+                        403, {"error": "forbidden", "detail": f"needs the {permission} permission"}
+                    )
                 request["principal"] = caller.principal
                 return await handler(request, caller)
 
@@ -178,15 +197,15 @@ class ReconApi:
     # -- handlers ------------------------------------------------------------------------------------
 
     async def runs(self, request: web.Request, _: Caller) -> web.Response:
-        day = _date(request.query.get("date"))
-        limit = _limit(request.query.get("limit"), self._s.page_size_max)
-        return _json(200, {"runs": await asyncio.to_thread(self._store.runs_of, day, limit)})
+        day = query_date(request.query.get("date"))
+        limit = query_limit(request.query.get("limit"), self._s.page_size_max)
+        return json_response(200, {"runs": await asyncio.to_thread(self._store.runs_of, day, limit)})
 
     async def run(self, request: web.Request, _: Caller) -> web.Response:
-        found = await asyncio.to_thread(self._store.run, _id(request, "run_id"))
+        found = await asyncio.to_thread(self._store.run, path_id(request, "run_id"))
         if found is None:
             raise BadRequest(404, "not_found", "no such run")
-        return _json(200, found)
+        return json_response(200, found)
 
     async def cases(self, request: web.Request, _: Caller) -> web.Response:
         status = request.query.get("status")
@@ -194,24 +213,24 @@ class ReconApi:
             raise BadRequest(400, "bad_query", f"status must be one of {', '.join(sorted(STATUSES))}")
         rows = await asyncio.to_thread(
             lambda: self._store.cases_where(
-                business_date=_date(request.query.get("date")),
+                business_date=query_date(request.query.get("date")),
                 status=status,
                 case_class=request.query.get("class"),
-                limit=_limit(request.query.get("limit"), self._s.page_size_max),
+                limit=query_limit(request.query.get("limit"), self._s.page_size_max),
             )
         )
-        return _json(200, {"cases": rows})
+        return json_response(200, {"cases": rows})
 
     async def case(self, request: web.Request, _: Caller) -> web.Response:
-        case_id = _id(request, "case_id")
+        case_id = path_id(request, "case_id")
         found = await asyncio.to_thread(self._store.case, case_id)
         if found is None:
             raise BadRequest(404, "not_found", "no such case")
         found["repairs"] = await asyncio.to_thread(lambda: self._desk.repairs_where(case_id=case_id))
-        return _json(200, found)
+        return json_response(200, found)
 
     async def acknowledge(self, request: web.Request, caller: Caller) -> web.Response:
-        case_id = _id(request, "case_id")
+        case_id = path_id(request, "case_id")
         try:
             body = await request.json()
         except ValueError:
@@ -222,11 +241,11 @@ class ReconApi:
         status = await asyncio.to_thread(
             acts.acknowledge, self._desk, caller.principal, case_id, note.strip()
         )
-        return _json(200, {"case_id": case_id, "status": status.value})
+        return json_response(200, {"case_id": case_id, "status": status.value})
 
     async def propose(self, request: web.Request, caller: Caller) -> web.Response:
-        case_id = _id(request, "case_id")
-        body = await _body(request)
+        case_id = path_id(request, "case_id")
+        body = await json_body(request)
         raw_type = body.get("repair_type")
         try:
             repair_type = RepairType(str(raw_type))
@@ -261,7 +280,7 @@ class ReconApi:
                 mt5_login=login,
             )
         )
-        return _json(
+        return json_response(
             201 if proposed.changed else 200,
             {
                 "repair_id": proposed.repair_id,
@@ -271,6 +290,45 @@ class ReconApi:
                 "changed": proposed.changed,
             },
         )
+
+    async def reopen(self, request: web.Request, caller: Caller) -> web.Response:
+        case_id = path_id(request, "case_id")
+        reason = (await json_body(request)).get("reason")
+        if not isinstance(reason, str):
+            raise BadRequest(400, "bad_body", "reason: why, a string")
+        status = await asyncio.to_thread(acts.reopen, self._desk, caller.principal, case_id, reason)
+        return json_response(200, {"case_id": case_id, "status": status.value})
+
+    async def export(self, request: web.Request, _: Caller) -> web.Response:
+        status = request.query.get("status")
+        if status is not None and status not in STATUSES:
+            raise BadRequest(400, "bad_query", f"status must be one of {', '.join(sorted(STATUSES))}")
+        rows = await asyncio.to_thread(
+            lambda: self._store.cases_where(
+                business_date=query_date(request.query.get("date")),
+                status=status,
+                case_class=request.query.get("class"),
+                limit=query_limit(request.query.get("limit"), ROWS_MAX),
+            )
+        )
+        return web.Response(text=export_csv(rows), content_type="text/csv")
+
+    async def decisions(self, request: web.Request, caller: Caller) -> web.Response:
+        if request.content_type == "text/csv":
+            try:
+                decisions = parse_decisions(await request.text())
+            except DecisionsRefused as refused:
+                raise BadRequest(400, "bad_decisions", str(refused)) from None
+        else:
+            decisions = bulk(await json_body(request))
+        needed = sorted({PERMISSION_OF[d.action] for d in decisions} - caller.permissions)
+        if needed:
+            await asyncio.to_thread(
+                self._desk.audit_refused, caller.principal, "decisions", "decisions", f"needs {needed}", {}
+            )
+            raise BadRequest(403, "forbidden", f"these decisions need {', '.join(needed)}")
+        results = await asyncio.to_thread(acts.decide, self._desk, caller.principal, decisions)
+        return json_response(200, {"results": [dataclasses.asdict(r) for r in results]})
 
     async def repairs(self, request: web.Request, _: Caller) -> web.Response:
         status = request.query.get("status")
@@ -283,77 +341,43 @@ class ReconApi:
             lambda: self._desk.repairs_where(
                 case_id=int(raw_case) if raw_case is not None else None,
                 status=status,
-                limit=_limit(request.query.get("limit"), self._s.page_size_max),
+                limit=query_limit(request.query.get("limit"), self._s.page_size_max),
             )
         )
-        return _json(200, {"repairs": rows})
+        return json_response(200, {"repairs": rows})
 
     async def repair(self, request: web.Request, _: Caller) -> web.Response:
-        found = await asyncio.to_thread(self._desk.repair, _id(request, "repair_id"))
+        found = await asyncio.to_thread(self._desk.repair, path_id(request, "repair_id"))
         if found is None:
             raise BadRequest(404, "not_found", "no such repair")
-        return _json(200, found)
+        return json_response(200, found)
 
     async def approve(self, request: web.Request, caller: Caller) -> web.Response:
-        repair_id = _id(request, "repair_id")
-        body = await _body(request)
+        repair_id = path_id(request, "repair_id")
+        body = await json_body(request)
         digest = body.get("command_digest")
         if not isinstance(digest, str) or len(digest) != 64:
             raise BadRequest(400, "bad_body", "command_digest: the 64-hex digest of the command you approve")
         status = await asyncio.to_thread(acts.approve, self._desk, caller.principal, repair_id, digest)
-        return _json(200, {"repair_id": repair_id, "status": status.value})
+        return json_response(200, {"repair_id": repair_id, "status": status.value})
 
     async def reject(self, request: web.Request, caller: Caller) -> web.Response:
-        repair_id = _id(request, "repair_id")
-        reason = (await _body(request)).get("reason")
+        repair_id = path_id(request, "repair_id")
+        reason = (await json_body(request)).get("reason")
         if not isinstance(reason, str):
             raise BadRequest(400, "bad_body", "reason: why, a string")
         await asyncio.to_thread(acts.reject, self._desk, caller.principal, repair_id, reason)
-        return _json(200, {"repair_id": repair_id, "status": RepairStatus.REJECTED.value})
+        return json_response(200, {"repair_id": repair_id, "status": RepairStatus.REJECTED.value})
 
     async def audit(self, request: web.Request, _: Caller) -> web.Response:
         rows = await asyncio.to_thread(
             lambda: self._desk.audit_where(
                 target=request.query.get("target"),
                 operator=request.query.get("operator"),
-                limit=_limit(request.query.get("limit"), self._s.page_size_max),
+                limit=query_limit(request.query.get("limit"), self._s.page_size_max),
             )
         )
-        return _json(200, {"audit": rows})
-
-
-async def _body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise BadRequest(400, "bad_body", "the body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise BadRequest(400, "bad_body", "the body must be a JSON object")
-    return body
-
-
-def _id(request: web.Request, name: str) -> int:
-    raw = request.match_info[name]
-    if not raw.isdigit() or len(raw) > 18:
-        raise BadRequest(400, "bad_path", f"{name} must be a positive integer")
-    return int(raw)
-
-
-def _date(raw: str | None) -> date | None:
-    if raw is None:
-        return None
-    try:
-        return date.fromisoformat(raw)
-    except ValueError:
-        raise BadRequest(400, "bad_query", "date must be YYYY-MM-DD") from None
-
-
-def _limit(raw: str | None, maximum: int) -> int:
-    if raw is None:
-        return min(100, maximum)
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise BadRequest(400, "bad_query", f"limit must be an integer 1..{maximum}")
-    return int(raw)
+        return json_response(200, {"audit": rows})
 
 
 def serve(settings: ApiSettings, store: PgReconStore, desk: PgRepairDesk) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -45,17 +46,22 @@ def _token() -> str:
 
 def call(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     """One API call as the operator; exits with the server's reason when it refuses."""
+    data = json.dumps(body).encode() if body is not None else None
+    return json.loads(call_raw(method, path, data, "application/json") or b"{}")
+
+
+def call_raw(method: str, path: str, data: bytes | None, content_type: str) -> bytes:
+    """One API call as the operator with a body of its own type; the answer's bytes."""
     base = os.environ.get("RECON_API_URL", "http://127.0.0.1:8085").rstrip("/")
     if not base.startswith(("http://", "https://")):
         err.print(f"RECON_API_URL={base!r} is not an http(s) URL")
         raise typer.Exit(2)
-    data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(base + path, data=data, method=method)  # noqa: S310 - checked above
     request.add_header("Authorization", f"Bearer {_token()}")
-    request.add_header("Content-Type", "application/json")
+    request.add_header("Content-Type", content_type)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
-            return json.loads(response.read() or b"{}")
+            return bytes(response.read())
     except urllib.error.HTTPError as refused:
         try:
             reason = json.loads(refused.read())
@@ -179,3 +185,52 @@ def audit_list(
 def acknowledge(case_id: int, note: Annotated[str, typer.Option("--note", help="why")]) -> None:
     """Acknowledge a case (someone is on it), through the API."""
     _print(call("POST", f"/v1/cases/{case_id}/acknowledge", {"note": note}))
+
+
+def reopen(case_id: int, reason: Annotated[str, typer.Option("--reason", help="why")]) -> None:
+    """Open a resolved case again, with why."""
+    _print(call("POST", f"/v1/cases/{case_id}/reopen", {"reason": reason}))
+
+
+def export(
+    out_file: Annotated[Path, typer.Option("--out", help="where the CSV goes")],
+    date_: Annotated[str | None, typer.Option("--date")] = None,
+    status: Annotated[str | None, typer.Option("--status")] = None,
+    case_class: Annotated[str | None, typer.Option("--class")] = None,
+) -> None:
+    """A selection of cases as CSV, with empty decision columns to fill in (then `cases decide`)."""
+    query = urllib.parse.urlencode(
+        {k: v for k, v in (("date", date_), ("status", status), ("class", case_class)) if v is not None}
+        | {"limit": "5000"}
+    )
+    out_file.write_bytes(call_raw("GET", f"/v1/cases.csv?{query}", None, "application/json"))
+    lines = out_file.read_text().count("\n") - 1
+    err.print(
+        f"{lines} case(s) written to {out_file}: fill in decision, repair_type, reason, then `cases decide`"
+    )
+
+
+def decide(decisions_file: Path) -> None:
+    """Apply a filled-in export: each line its own act (a bad line refuses the whole file)."""
+    try:
+        data = decisions_file.read_bytes()
+    except OSError as exc:
+        err.print(f"cannot read {decisions_file}: {exc.strerror}")
+        raise typer.Exit(2) from None
+    results = json.loads(call_raw("POST", "/v1/decisions", data, "text/csv"))["results"]
+    table = Table(title="decisions")
+    for column in ("line", "case", "decision", "outcome", "detail", "repair"):
+        table.add_column(column)
+    for r in results:
+        style = "green" if r["outcome"] == "done" else "red"
+        table.add_row(
+            str(r["line"]),
+            str(r["case_id"]),
+            r["action"],
+            f"[{style}]{r['outcome']}[/{style}]",
+            r["detail"],
+            "" if r["repair_id"] is None else f"{r['repair_id']} ({str(r['command_digest'])[:12]}…)",
+        )
+    out.print(table)
+    if any(r["outcome"] != "done" for r in results):
+        raise typer.Exit(1)
