@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -41,6 +42,7 @@ from payment_state.domain.repairs import (
 from payment_state.testing import repair_body, repair_event, settlement_row
 
 LEASE_MS = 30_000
+EV_A, EV_B, EV_C = (str(uuid.uuid4()) for _ in range(3))
 POLICY = RepairPolicy(attempts_max=3, backoff_initial_ms=100, backoff_max_ms=250)
 _keys = itertools.count(1)
 
@@ -312,11 +314,11 @@ def test_the_same_repair_twice_executes_once() -> None:
     store, psp, executor = _world()
     pid, intent = _captured_unannounced(store, psp)
     body = repair_body(settlement_row(pid, intent.provider_payment_id, 10_000))
-    _send(store, pid, body, "ev-a")
-    _send(store, pid, body, "ev-a")
-    _send(store, pid, body, "ev-b")
+    _send(store, pid, body, EV_A)
+    _send(store, pid, body, EV_A)
+    _send(store, pid, body, EV_B)
     executor.run_once()
-    _send(store, pid, body, "ev-c")  # after it was executed
+    _send(store, pid, body, EV_C)  # after it was executed
     executor.run_once()
     assert [o["outcome"] for o in _outcomes(store)] == ["executed"]
     assert _types(store, pid).count("PaymentCaptured") == 1 and psp.lookups == 1

@@ -5,6 +5,7 @@ outcome in the outbox only then), on the store's clock."""
 
 from __future__ import annotations
 
+from backbone.avro.envelope import is_canonical_uuid
 from backbone.invariants import invariant
 
 from payment_state.adapters.memory_tables import RepairRow, Tables
@@ -59,6 +60,8 @@ class InMemoryRepairs:
         row = self._t.repairs.get(repair_id)
         if row is None or row.status != "requested" or (worker is not None and row.claimed_by != worker):
             return False
+        # The outbox's encoder refuses a causation id that is not an event id (a canonical UUID).
+        invariant(is_canonical_uuid(row.request.command_event_id), "the command's event id is a UUID")
         row.status, row.detail, row.reference = outcome.outcome, outcome.detail, outcome.reference
         row.claimed_by = row.claimed_until_ms = None
         body = outcome_body(row.request, outcome)
