@@ -299,7 +299,7 @@ def after_no_answer(attempts: int, reason: str, policy: RepairPolicy) -> LookAga
         return RepairOutcome(
             "unknown",
             f"the PSP gave no answer to {attempts} lookups (last: {reason}); nothing was applied:"
-            " a person looks, or the reconciler proposes the repair again",
+            " a person looks",
         )
     exponent = min(attempts - 1, 30)  # the executor's formula (``recovery.backoff_ms``)
     return LookAgain(min(policy.backoff_initial_ms << exponent, policy.backoff_max_ms))
