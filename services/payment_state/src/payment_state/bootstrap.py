@@ -27,6 +27,8 @@ from payment_state.settings import (
     DEFAULT_COMMANDS_TOPIC,
     DEFAULT_EVENTS_TOPIC,
     DEFAULT_PROVIDER_EVENTS_TOPIC,
+    DEFAULT_REPAIR_OUTCOMES_TOPIC,
+    DEFAULT_REPAIRS_TOPIC,
 )
 
 SERVICE_NAME: Final = "payment_state"
@@ -37,6 +39,9 @@ def topic_catalogue(
     events_topic: str = DEFAULT_EVENTS_TOPIC,
     commands_topic: str = DEFAULT_COMMANDS_TOPIC,
     provider_events_topic: str = DEFAULT_PROVIDER_EVENTS_TOPIC,
+    *,
+    repairs_topic: str = DEFAULT_REPAIRS_TOPIC,
+    repair_outcomes_topic: str = DEFAULT_REPAIR_OUTCOMES_TOPIC,
 ) -> TopicCatalogue:
     """The repository's catalogue; a renamed topic (tests, staging) keeps its spec and event types."""
     base = TopicCatalogue.default()
@@ -45,6 +50,8 @@ def topic_catalogue(
         DEFAULT_EVENTS_TOPIC: events_topic,
         DEFAULT_COMMANDS_TOPIC: commands_topic,
         DEFAULT_PROVIDER_EVENTS_TOPIC: provider_events_topic,
+        DEFAULT_REPAIRS_TOPIC: repairs_topic,
+        DEFAULT_REPAIR_OUTCOMES_TOPIC: repair_outcomes_topic,
     }
     for default, actual in renames.items():
         if actual != default and actual not in specs:
@@ -65,18 +72,25 @@ def outbox_writer(catalogue: TopicCatalogue, avro: AvroCodec) -> OutboxWriter:
     return OutboxWriter(avro, catalogue, SERVICE_NAME)
 
 
-def store_for(events_topic: str) -> Callable[[UnitOfWork], PaymentStore]:
+def store_for(
+    events_topic: str, repair_outcomes_topic: str = DEFAULT_REPAIR_OUTCOMES_TOPIC
+) -> Callable[[UnitOfWork], PaymentStore]:
     """The store on a consumer batch's unit of work (its connection and transaction, its outbox)."""
 
     def open_store(uow: UnitOfWork) -> PaymentStore:
-        return PgPaymentStore(uow.conn, uow.outbox, events_topic)
+        return PgPaymentStore(uow.conn, uow.outbox, events_topic, repair_outcomes_topic)
 
     return open_store
 
 
-def transactions(pool: ConnectionSource, outbox: OutboxWriter, events_topic: str) -> PgTransactions:
+def transactions(
+    pool: ConnectionSource,
+    outbox: OutboxWriter,
+    events_topic: str,
+    repair_outcomes_topic: str = DEFAULT_REPAIR_OUTCOMES_TOPIC,
+) -> PgTransactions:
     """A store in a new transaction per call, on ``pool`` (the executor's steps, the API's requests)."""
-    return PgTransactions(pool, outbox, events_topic)
+    return PgTransactions(pool, outbox, events_topic, repair_outcomes_topic)
 
 
 POOL_TIMEOUT_S = 5.0  # a caller waits this long for a connection; the API then answers 503

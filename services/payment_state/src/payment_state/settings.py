@@ -20,11 +20,14 @@ from backbone.kafka.topics import topic_name
 from backbone.settings import Secret, SettingsError, setting
 
 from payment_state.domain.recovery import RecoveryPolicy
+from payment_state.domain.repairs import RepairPolicy
 
 # In this process's topic namespace (KAFKA_TOPIC_PREFIX, read once at import, i.e. at process start).
 DEFAULT_EVENTS_TOPIC: Final = topic_name("payments.events")
 DEFAULT_COMMANDS_TOPIC: Final = topic_name("payments.commands")
 DEFAULT_PROVIDER_EVENTS_TOPIC: Final = topic_name("psp.provider-events")
+DEFAULT_REPAIRS_TOPIC: Final = topic_name("recon.repair-commands")
+DEFAULT_REPAIR_OUTCOMES_TOPIC: Final = topic_name("recon.repair-outcomes")
 DEFAULT_CONSUMER_NAME: Final = "payment-state-inbound"
 _TOKEN_ENTRY: Final = re.compile(r"^([\x21-\x7e]{16,256})=([A-Za-z0-9_\-]{1,64})$")
 _KAFKA_TOPIC: Final = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # what Kafka accepts as a topic name
@@ -61,6 +64,12 @@ class ExecutorSettings:
 
     database_url: Secret = setting("DATABASE_URL", secret=True)
     events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC, check=kafka_topic)
+    repair_outcomes_topic: str = setting(
+        "PAYMENT_STATE_REPAIR_OUTCOMES_TOPIC",
+        DEFAULT_REPAIR_OUTCOMES_TOPIC,
+        check=kafka_topic,
+        doc="where payment-state answers each repair (RepairOutcome)",
+    )
     provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp")
     worker_id: str = setting("EXECUTOR_WORKER_ID", "", doc="default: host name and pid")
     batch_size_max: int = setting(
@@ -82,6 +91,14 @@ class ExecutorSettings:
     idempotency_window_s: int = setting(
         "PSP_IDEMPOTENCY_WINDOW_S", 23 * 3600, doc="the PSP keeps keys 24 h; resend only within this"
     )
+    repair_attempts_max: int = setting(
+        "REPAIR_LOOKUP_ATTEMPTS_MAX", 8, doc="PSP lookups of a repair without an answer, then 'unknown'"
+    )
+    repair_backoff_initial_ms: int = setting(
+        "REPAIR_BACKOFF_INITIAL_MS", 1_000, doc="the wait after a first unanswered repair lookup"
+    )
+    repair_backoff_max_ms: int = setting("REPAIR_BACKOFF_MAX_MS", 60_000, doc="repair lookup backoff cap")
+    repair_batch_size_max: int = setting("REPAIR_BATCH_SIZE_MAX", 4, doc="repairs claimed per pass")
     db_pool_size_max: int = setting("PAYMENT_STATE_DB_POOL_SIZE_MAX", 12)
     key_retention_s: int = setting(
         "IDEMPOTENCY_KEY_RETENTION_S", 30 * 24 * 3600, doc="caller keys older than this are forgotten"
@@ -97,6 +114,13 @@ class ExecutorSettings:
             recheck_interval_ms=self.recheck_interval_ms,
         )
 
+    def repair_policy(self) -> RepairPolicy:
+        return RepairPolicy(
+            attempts_max=self.repair_attempts_max,
+            backoff_initial_ms=self.repair_backoff_initial_ms,
+            backoff_max_ms=self.repair_backoff_max_ms,
+        )
+
     def resolved_worker_id(self) -> str:
         return self.worker_id or f"{socket.gethostname()}-{os.getpid()}"
 
@@ -104,19 +128,33 @@ class ExecutorSettings:
 # kw_only: the two backbone settings given defaults here come before required ones in the base class.
 @dataclass(frozen=True, kw_only=True)
 class InboundSettings(ConsumerSettings):
-    """The consumer of payments.commands and psp.provider-events (CONSUMER_* from the backbone, with
-    this service's defaults for the name and the topics)."""
+    """The consumer of payments.commands, psp.provider-events and recon.repair-commands (CONSUMER_*
+    from the backbone, with this service's defaults for the name and the topics)."""
 
     consumer_name: str = setting(
         "CONSUMER_NAME", DEFAULT_CONSUMER_NAME, doc="consumer group id and dedup namespace"
     )
     topics: tuple[str, ...] = setting(
-        "CONSUMER_TOPICS", (), doc="comma-separated topics; default: the commands and provider events topics"
+        "CONSUMER_TOPICS",
+        (),
+        doc="comma-separated topics; default: the commands, provider events and repairs topics",
     )
     events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC, check=kafka_topic)
     commands_topic: str = setting("PAYMENT_STATE_COMMANDS_TOPIC", DEFAULT_COMMANDS_TOPIC, check=kafka_topic)
     provider_events_topic: str = setting(
         "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC", DEFAULT_PROVIDER_EVENTS_TOPIC, check=kafka_topic
+    )
+    repairs_topic: str = setting(
+        "PAYMENT_STATE_REPAIRS_TOPIC",
+        DEFAULT_REPAIRS_TOPIC,
+        check=kafka_topic,
+        doc="approved repairs from the reconciler (ExecuteRepair)",
+    )
+    repair_outcomes_topic: str = setting(
+        "PAYMENT_STATE_REPAIR_OUTCOMES_TOPIC",
+        DEFAULT_REPAIR_OUTCOMES_TOPIC,
+        check=kafka_topic,
+        doc="where payment-state answers each repair (RepairOutcome)",
     )
     provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp")
 
@@ -124,7 +162,8 @@ class InboundSettings(ConsumerSettings):
         # A default that depends on two other settings: set once, here, while the object is built
         # (frozen afterwards, as every settings object).
         if not self.topics:
-            object.__setattr__(self, "topics", (self.commands_topic, self.provider_events_topic))
+            topics = (self.commands_topic, self.provider_events_topic, self.repairs_topic)
+            object.__setattr__(self, "topics", topics)
 
 
 def parse_api_tokens(tokens: Secret) -> dict[str, str]:

@@ -331,8 +331,9 @@ def test_competing_refunds_then_full_refund_after_partials(world: World) -> None
 
 def test_provider_idempotency_expiry(world: World) -> None:
     """Past the PSP's idempotency window (our setting 0 s here, the PSP's TTL 1 s): a call that never
-    reached the PSP is never sent again (it could charge twice): UNKNOWN and a case for a person,
-    no intent, no event. A call that did reach it is still resolved by lookup, with no resend."""
+    reached the PSP is never sent again (it could charge twice): UNKNOWN and a case for a person
+    (announced: PaymentNeedsAttention), no intent, no other event. A call that did reach it is
+    still resolved by lookup, with no resend."""
     world.sim.control("PATCH", "/control/config", {"idempotency_ttl_s": 1})
     world.restart_executor(PSP_IDEMPOTENCY_WINDOW_S="0")
     try:
@@ -347,7 +348,8 @@ def test_provider_idempotency_expiry(world: World) -> None:
             PaymentStatus.CREATED,
             OperationStatus.UNKNOWN,
         )
-        assert intents(world, never_reached) == [] and events(world, never_reached) == []
+        assert intents(world, never_reached) == []
+        assert events(world, never_reached) == ["PaymentNeedsAttention"]
         world.sim.fault(kind="apply_then_fail", operation="create", count=1)
         reached = create(world)
         wait_status(world, reached, PaymentStatus.AUTHORIZED)
@@ -384,8 +386,9 @@ def test_webhook_secret_rotation(world: World) -> None:
 
 def test_recovery_after_a_long_psp_outage(world: World) -> None:
     """The PSP is down while payments are created: their operations go UNKNOWN (never FAILED), a case
-    is opened after the retry limit, nothing is announced. When the PSP is back each payment converges
-    to AUTHORIZED with exactly one intent at the PSP and one PaymentAuthorized."""
+    is opened after the retry limit and announced (PaymentNeedsAttention), nothing else. When the PSP
+    is back each payment converges to AUTHORIZED with exactly one intent at the PSP and one
+    PaymentAuthorized."""
     world.sim.stop()
     try:
         payments = [create(world) for _ in range(4)]
@@ -394,13 +397,14 @@ def test_recovery_after_a_long_psp_outage(world: World) -> None:
         for payment_id in payments:
             state = world.service.state(payment_id)
             assert (state.payment.status, state.operations[0].status) == ("CREATED", "UNKNOWN")
-            assert events(world, payment_id) == []
+            assert events(world, payment_id) == ["PaymentNeedsAttention"]
     finally:
         world.sim.start()
     for payment_id in payments:
         wait_status(world, payment_id, PaymentStatus.AUTHORIZED, timeout_s=30)
     for payment_id in payments:
-        assert len(intents(world, payment_id)) == 1 and events(world, payment_id) == ["PaymentAuthorized"]
+        assert len(intents(world, payment_id)) == 1
+        assert events(world, payment_id) == ["PaymentNeedsAttention", "PaymentAuthorized"]
 
 
 def test_everything_written_was_published_once_per_fact(world: World) -> None:

@@ -8,13 +8,15 @@ claimed once and replays what it stored (another body under it is a conflict); a
 conditional on the version read; a provider payment id, a webhook, a dispute and a case are each
 recorded once; the executor's claim takes due operations earliest first up to its limit, two
 claimers never both win, an expired lease is claimable again and its old holder loses every right
-to the operation; old keys are pruned in bounded batches; events and every other change commit
-with their transaction or not at all.
+to the operation; old keys are pruned in bounded batches; a repair request is recorded once per
+repair id, claimed like an operation and decided once with one outcome; events and every other
+change commit with their transaction or not at all.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -35,13 +37,16 @@ from payment_state.domain.model import (
     PaymentState,
     PaymentStatus,
 )
+from payment_state.domain.repairs import RepairOutcome, RepairRequest, request_of
 from payment_state.testing import (
     StoreHarness,
     create_request,
     memory_harness,
     new_payment_state,
     postgres_harness,
+    repair_body,
     requires_action_body,
+    settlement_row,
 )
 
 
@@ -360,6 +365,112 @@ def test_old_keys_are_pruned_in_bounded_batches(h: StoreHarness) -> None:
         key = f"k-{new.payment.payment_id}"
         assert store.claim_idempotency_key("m1", "create", key, "d", None) is not None
         assert all(store.load_state(s.payment.payment_id) is not None for s in old)
+
+
+# -- repair requests ----------------------------------------------------------------------------
+
+
+def _repair(payment_id: str, event_id: str | None = None, **overrides: object) -> RepairRequest:
+    body = repair_body(settlement_row(payment_id, "pi_1", 10_000), **overrides)
+    request = request_of(payment_id, event_id or str(uuid.uuid4()), body)
+    assert request is not None
+    return request
+
+
+def test_a_repair_is_recorded_once_per_repair_id_and_decided_once_with_one_outcome(h: StoreHarness) -> None:
+    """The first delivery of a repair id is recorded (requested); another event id of the same
+    repair records nothing and the first stands; deciding it writes one RepairOutcome, keyed by the
+    payment; a second decision, whoever asks, is refused and writes nothing."""
+    request = _repair("pay_r1")
+    with h.transaction() as store:
+        assert store.record_repair(request)
+        assert not store.record_repair(replace(request, command_event_id=str(uuid.uuid4())))
+    with h.transaction() as store:
+        stored = store.load_repair(request.repair_id)
+        assert stored is not None and (stored.status, stored.attempts, stored.claimed_by) == (
+            "requested",
+            0,
+            None,
+        )
+        assert stored.request == request
+        assert store.load_repair(request.repair_id + 10_000) is None
+    with h.transaction() as store:
+        assert store.finish_repair(request.repair_id, RepairOutcome("refused", "no"), None)
+    with h.transaction() as store:
+        assert not store.finish_repair(request.repair_id, RepairOutcome("executed", "again"), None)
+        assert not store.record_repair(request)
+        decided = store.load_repair(request.repair_id)
+        assert decided is not None and decided.status == "refused"
+    assert h.published() == [("pay_r1", "RepairOutcome")]
+
+
+def test_a_repair_claim_takes_due_requested_repairs_earliest_first_under_a_lease(h: StoreHarness) -> None:
+    """Requested repairs are claimed earliest first up to the limit, never by two workers at once;
+    lookups are counted and releases made only under the claim; a released repair is due again
+    after its delay; a decided one is never claimed; the claimer decides it, no one else does."""
+    first, second, third = (_repair(f"pay_c{i}") for i in range(3))
+    for request in (first, second, third):
+        with h.transaction() as store:
+            assert store.record_repair(request)
+        h.wait(5)
+    with h.transaction() as store:
+        assert store.claim_repairs("w1", 2, 60_000) == [first.repair_id, second.repair_id]
+    with h.transaction() as store:
+        assert store.claim_repairs("w2", 10, 60_000) == [third.repair_id]
+        assert store.count_repair_lookup(first.repair_id, "w1") == 1
+        assert store.count_repair_lookup(first.repair_id, "w1") == 2
+        assert store.count_repair_lookup(first.repair_id, "w2") is None
+        store.release_repair(first.repair_id, "w2", 0)  # not w2's: nothing
+    with h.transaction() as store:
+        assert store.claim_repairs("w3", 10, 60_000) == []
+        store.release_repair(first.repair_id, "w1", 60_000)
+        store.release_repair(second.repair_id, "w1", 0)
+    with h.transaction() as store:
+        assert store.claim_repairs("w3", 10, 60_000) == [second.repair_id]  # first waits its delay
+        assert not store.finish_repair(third.repair_id, RepairOutcome("executed", "x"), "w3")
+        assert store.finish_repair(third.repair_id, RepairOutcome("unknown", "no answer"), "w2")
+        assert store.count_repair_lookup(third.repair_id, "w2") is None  # decided
+        stored = store.load_repair(first.repair_id, for_update=True)
+        assert stored is not None and (stored.attempts, stored.claimed_by) == (2, None)
+    assert h.published() == [(third.payment_id, "RepairOutcome")]
+
+
+def test_an_expired_repair_lease_is_claimable_again_and_its_old_holder_loses_it(h: StoreHarness) -> None:
+    """After the lease another worker takes the repair; the old holder can then neither count a
+    lookup, release nor decide it."""
+    request = _repair("pay_lease")
+    with h.transaction() as store:
+        store.record_repair(request)
+    with h.transaction() as store:
+        assert store.claim_repairs("w1", 10, 50) == [request.repair_id]
+    h.wait(120)
+    with h.transaction() as store:
+        assert store.claim_repairs("w2", 10, 60_000) == [request.repair_id]
+    with h.transaction() as store:
+        assert store.count_repair_lookup(request.repair_id, "w1") is None
+        store.release_repair(request.repair_id, "w1", 0)
+        assert not store.finish_repair(request.repair_id, RepairOutcome("executed", "late"), "w1")
+        assert store.claim_repairs("w3", 10, 60_000) == []  # still w2's
+    assert h.published() == []
+
+
+def test_a_repair_decided_in_a_transaction_that_raises_is_still_requested(h: StoreHarness) -> None:
+    """Recording or deciding a repair commits with its transaction or not at all: after a rollback
+    the repair is requested again and its outcome was never written."""
+    request = _repair("pay_rb")
+    with pytest.raises(RuntimeError), h.transaction() as store:
+        store.record_repair(request)
+        raise RuntimeError("the batch failed")
+    with h.transaction() as store:
+        assert store.load_repair(request.repair_id) is None
+        assert store.record_repair(request)
+    with pytest.raises(RuntimeError), h.transaction() as store:
+        assert store.finish_repair(request.repair_id, RepairOutcome("executed", "x"), None)
+        raise RuntimeError("the worker died")
+    with h.transaction() as store:
+        stored = store.load_repair(request.repair_id)
+        assert stored is not None and stored.status == "requested"
+    assert h.published() == []
 
 
 # -- transactions ---------------------------------------------------------------------------------

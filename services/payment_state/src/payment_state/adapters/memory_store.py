@@ -10,7 +10,7 @@ transaction). ``transaction()`` serializes transactions (a lock: the executor's 
 the store) and rolls everything back on an exception. ``tests/integration/test_store_contract.py``
 runs one suite against both stores, so this twin cannot drift from the real one unnoticed. The
 tables are ``adapters/memory_tables.py``, the executor's bookkeeping ``adapters/memory_claims.py``
-(this store's base class).
+and the repair requests ``adapters/memory_repairs.py`` (this store's base classes).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 from backbone.invariants import invariant
 
 from payment_state.adapters.memory_claims import InMemoryOperationClaims
+from payment_state.adapters.memory_repairs import InMemoryRepairs
 from payment_state.adapters.memory_tables import (
     KINDS,
     OUTCOMES,
@@ -51,7 +52,7 @@ from payment_state.domain.model import (
 __all__ = ["FactRow", "InMemoryPaymentStore", "UniqueViolation"]
 
 
-class InMemoryPaymentStore(InMemoryOperationClaims):
+class InMemoryPaymentStore(InMemoryOperationClaims, InMemoryRepairs):
     """``PaymentStore`` in memory; ``transaction()`` is its ``Transactions``."""
 
     def __init__(self, now_ms: int = 1_800_000_000_000) -> None:

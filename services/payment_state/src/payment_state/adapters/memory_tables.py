@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.model import Operation, OperationStatus, Payment
+from payment_state.domain.repairs import RepairRequest
 
 OPEN: Final = frozenset({OperationStatus.PENDING, OperationStatus.UNKNOWN})
 SOURCES: Final = frozenset({"response", "webhook", "lookup"})
@@ -31,6 +32,20 @@ class OperationRow:
     claimed_until_ms: int | None = None
     unknown_since_ms: int | None = None
     resolved_at_ms: int | None = None
+
+
+@dataclass
+class RepairRow:
+    """A repair request with its status and the worker's bookkeeping (``repair_requests``)."""
+
+    request: RepairRequest
+    next_attempt_at_ms: int
+    status: str = "requested"
+    detail: str | None = None
+    reference: str | None = None
+    attempts: int = 0
+    claimed_by: str | None = None
+    claimed_until_ms: int | None = None
 
 
 @dataclass
@@ -62,6 +77,9 @@ class Tables:
     chargebacks: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     # (payment id, operation id or '', kind) -> detail
     cases: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # repair id -> the request and where it stands
+    repairs: dict[int, RepairRow] = field(default_factory=dict)
+    # (payment id, event type, body, causation id): the outbox, payment events and repair outcomes
     events: list[tuple[str, str, dict[str, Any], str | None]] = field(default_factory=list)
 
 

@@ -7,7 +7,9 @@ Writers keep these rules (``application.ports.PaymentStore``):
   (``captured - refunded - pending_refund >= 0`` holds after it, also enforced by a CHECK);
 - operation rows are updated only in their domain fields by ``save``; the executor's bookkeeping
   (claims, attempts, calls in flight, next attempt) has its own statements, each acting only while
-  the caller holds the claim (``adapters/postgres_claims.py``, this store's base class).
+  the caller holds the claim (``adapters/postgres_claims.py``, this store's base class);
+- a repair request is recorded once per repair id and decided once, its outcome written to the
+  outbox by the same statement's success (``adapters/postgres_repairs.py``, the other base class).
 ``PgTransactions`` opens one transaction per call on a pool (the executor's steps, the API's
 requests); the consumer builds the store on its batch's connection. ``adapters.memory_store`` is
 the twin; ``tests/integration/test_store_contract.py`` runs one suite against both.
@@ -28,6 +30,7 @@ from psycopg.types.json import Jsonb
 from payment_state.adapters import pg_reads
 from payment_state.adapters.pg_reads import LOAD_STATE, PAYMENT_FIELDS
 from payment_state.adapters.postgres_claims import PgOperationClaims
+from payment_state.adapters.postgres_repairs import PgRepairs
 from payment_state.application.ports import Created, CreateOutcome, PaymentIdTaken
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.events import OutEvent
@@ -65,10 +68,17 @@ _SAVE_PAYMENT: Final = (
 _CAPACITY_GUARD: Final = " AND captured_minor - refunded_minor - pending_refund_minor >= %s"
 
 
-class PgPaymentStore(PgOperationClaims):
-    """``PaymentStore`` on a connection inside an open transaction, and the service's outbox."""
+class PgPaymentStore(PgOperationClaims, PgRepairs):
+    """``PaymentStore`` on a connection inside an open transaction, and the service's outbox
+    (payment events on ``events_topic``, repair outcomes on ``outcomes_topic``)."""
 
-    def __init__(self, conn: psycopg.Connection, outbox: OutboxWriter | None, events_topic: str) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection,
+        outbox: OutboxWriter | None,
+        events_topic: str,
+        outcomes_topic: str | None = None,
+    ) -> None:
         invariant(
             conn.info.transaction_status == TransactionStatus.INTRANS,
             "a payment store is bound to an open transaction",
@@ -76,6 +86,7 @@ class PgPaymentStore(PgOperationClaims):
         self._conn = conn
         self._outbox = outbox
         self._events_topic = events_topic
+        self._outcomes_topic = outcomes_topic
 
     # -- payments and operations -------------------------------------------------------------------
 
@@ -329,12 +340,19 @@ class PgTransactions:
     transaction and yields a ``PgPaymentStore`` bound to it (committed at the end of the block,
     rolled back when it raises)."""
 
-    def __init__(self, pool: ConnectionSource, outbox: OutboxWriter, events_topic: str) -> None:
+    def __init__(
+        self,
+        pool: ConnectionSource,
+        outbox: OutboxWriter,
+        events_topic: str,
+        outcomes_topic: str | None = None,
+    ) -> None:
         self._pool = pool
         self._outbox = outbox
         self._events_topic = events_topic
+        self._outcomes_topic = outcomes_topic
 
     @contextmanager
     def __call__(self) -> Iterator[PgPaymentStore]:
         with self._pool.connection() as conn, conn.transaction():
-            yield PgPaymentStore(conn, self._outbox, self._events_topic)
+            yield PgPaymentStore(conn, self._outbox, self._events_topic, self._outcomes_topic)

@@ -1,5 +1,6 @@
-"""The inbound consumer's handler: commands (payments.commands) and verified provider webhooks
-(psp.provider-events), applied in the batch's transaction with its dedup rows.
+"""The inbound consumer's handler: commands (payments.commands), verified provider webhooks
+(psp.provider-events) and approved repairs (recon.repair-commands), applied in the batch's
+transaction with its dedup rows.
 
 - A command goes through exactly the HTTP API's handlers and idempotency rules; a command the
   request rules refuse (a bad amount, a missing key; card data never gets here) changes nothing and
@@ -9,6 +10,9 @@
 - A webhook is parsed by its provider's parser and goes through ``apply_provider_fact``; a body
   that breaks the provider contract, an unknown provider or an unverified signature is refused:
   dead-lettered at once for a person (no retry can fix it; nothing is dropped silently).
+- A repair (``ExecuteRepair``) addressed to payment-state is recorded once per repair id for the
+  worker to execute, or refused at once with its ``RepairOutcome`` (``application/repairs.py``);
+  one addressed to another service is ignored. No PSP call is made in this transaction.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from payment_state.application.context import Context
 from payment_state.application.handlers import handle
 from payment_state.application.ports import Ignored, PaymentStore, WebhookParser
 from payment_state.application.provider_facts import apply_provider_fact
+from payment_state.application.repairs import receive_repair
 from payment_state.domain.commands import PaymentRequest, Rejection
 from payment_state.domain.validation import (
     check_idempotency_key,
@@ -56,6 +61,8 @@ def make_handler(
                 _provider_event(store, ctx, parsers, event)
             elif event.event_type in COMMAND_TYPES:
                 _command(store, ctx, event)
+            elif event.event_type == "ExecuteRepair":
+                receive_repair(store, event)
             else:
                 raise ValueError(f"payment-state does not handle {event.event_type}")
 

@@ -41,3 +41,6 @@ OLDEST_UNKNOWN_SECONDS: Final = Gauge(
 COMMANDS: Final = Counter(
     "payment_state_commands_total", "Commands from the topic by type and status", ["type", "status"]
 )
+REPAIRS: Final = Counter(
+    "payment_state_repairs_total", "Repairs decided (ExecuteRepair), by outcome", ["outcome"]
+)

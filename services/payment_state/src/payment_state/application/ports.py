@@ -26,6 +26,7 @@ from payment_state.domain.commands import StoredResponse
 from payment_state.domain.events import OutEvent
 from payment_state.domain.facts import CallRefused, DisputeFact, IntentFact, RefundFact
 from payment_state.domain.model import Operation, PaymentState
+from payment_state.domain.repairs import RepairOutcome, RepairRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +167,16 @@ class OpenOperations:
     oldest_unknown_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class StoredRepair:
+    """A repair request as recorded, with where it stands (``requested`` until it is decided)."""
+
+    request: RepairRequest
+    status: str  # requested | executed | refused | unknown
+    attempts: int  # PSP lookups made
+    claimed_by: str | None
+
+
 class PaymentStore(Protocol):
     """payment-state's records: payments and their operations, idempotency keys, provider facts,
     chargebacks, cases, and the outbox of the events about them. Implemented on PostgreSQL
@@ -301,6 +312,37 @@ class PaymentStore(Protocol):
         ...
 
     def open_operations(self) -> OpenOperations: ...
+
+    # repairs (ExecuteRepair addressed to payment-state)
+    def record_repair(self, request: RepairRequest) -> bool:
+        """Keep the request once per repair id (``requested``, due now); False if this repair id
+        was recorded before, under whatever event id (the first one stands)."""
+        ...
+
+    def claim_repairs(self, worker: str, limit: int, lease_ms: int) -> list[int]:
+        """Up to ``limit`` requested repairs whose next attempt is due and whose claim is free or
+        expired, earliest due first, claimed by ``worker`` for ``lease_ms``."""
+        ...
+
+    def load_repair(self, repair_id: int, *, for_update: bool = False) -> StoredRepair | None:
+        """The repair; ``for_update`` locks its row (the deciding transaction)."""
+        ...
+
+    def count_repair_lookup(self, repair_id: int, worker: str) -> int | None:
+        """Count a lookup of a requested repair while ``worker`` holds its claim: the lookups so
+        far, or None if the claim is lost (or the repair decided)."""
+        ...
+
+    def release_repair(self, repair_id: int, worker: str, delay_ms: int) -> None:
+        """End this attempt (while the claim is ours): free the claim, next attempt ``delay_ms``
+        from now."""
+        ...
+
+    def finish_repair(self, repair_id: int, outcome: RepairOutcome, worker: str | None) -> bool:
+        """Decide a requested repair once (under ``worker``'s claim, when one is named) and write
+        its ``RepairOutcome`` to the outbox in this transaction; False, writing nothing, if it was
+        decided before or the claim is lost."""
+        ...
 
     # events
     def publish(self, payment_id: str, out: Sequence[OutEvent], causation_id: str | None = None) -> None:

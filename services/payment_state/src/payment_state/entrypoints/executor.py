@@ -1,7 +1,8 @@
-"""``python -m payment_state executor``: drives operations at the PSP until SIGTERM.
+"""``python -m payment_state executor``: drives operations at the PSP, and executes the repairs the
+consumer recorded (``application/repairs.py``), until SIGTERM.
 
-Wakes on NOTIFY ``payment_state_operations`` (a new operation committed) with a fallback poll;
-SIGTERM lets the current batch finish (provider calls are bounded by their timeouts).
+Wakes on NOTIFY ``payment_state_operations`` (a new operation or repair request committed) with a
+fallback poll; SIGTERM lets the current batch finish (provider calls are bounded by their timeouts).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from backbone.settings import SettingsError, load_settings
 from payment_state import bootstrap
 from payment_state.application.executor import ExecutorConfig, OperationExecutor
 from payment_state.application.ports import Transactions
+from payment_state.application.repairs import RepairConfig, RepairExecutor
 from payment_state.settings import ExecutorSettings
 
 log = get_logger(__name__)
@@ -42,8 +44,10 @@ class ExecutorLoop:
         health: Health,
         key_retention_s: int,
         transaction: Transactions,
+        repairs: RepairExecutor | None = None,
     ) -> None:
         self._executor = executor
+        self._repairs = repairs
         self._key_retention_s = key_retention_s
         self._transaction = transaction
         self._url = database_url
@@ -83,6 +87,8 @@ class ExecutorLoop:
         for _ in listener.notifies(timeout=0):  # drain: the claim below sees what they announced
             pass
         claimed = self._executor.run_once()
+        if self._repairs is not None:
+            claimed += self._repairs.run_once()
         self._database.ok()
         if claimed:
             failpoints.hit("payment_state.after_executor_pass")
@@ -137,9 +143,11 @@ def main() -> None:
     health = health_for(settings.health_port)
     url = settings.database_url.reveal()
     pool = bootstrap.pool(url, settings.db_pool_size_max, "payment-state-executor")
-    catalogue = bootstrap.topic_catalogue(events_topic=settings.events_topic)
+    catalogue = bootstrap.topic_catalogue(
+        events_topic=settings.events_topic, repair_outcomes_topic=settings.repair_outcomes_topic
+    )
     outbox = bootstrap.outbox_writer(catalogue, bootstrap.codec())
-    transaction = bootstrap.transactions(pool, outbox, settings.events_topic)
+    transaction = bootstrap.transactions(pool, outbox, settings.events_topic, settings.repair_outcomes_topic)
     config = ExecutorConfig(
         worker_id=settings.resolved_worker_id(),
         batch_size_max=settings.batch_size_max,
@@ -147,11 +155,17 @@ def main() -> None:
         concurrency=settings.concurrency,
         policy=settings.policy(),
     )
-    executor = OperationExecutor(
-        transaction, bootstrap.psp(psp_settings), bootstrap.context(settings.provider), config
+    psp, ctx = bootstrap.psp(psp_settings), bootstrap.context(settings.provider)
+    executor = OperationExecutor(transaction, psp, ctx, config)
+    repair_config = RepairConfig(
+        worker_id=config.worker_id,
+        batch_size_max=settings.repair_batch_size_max,
+        lease_ms=settings.lease_ms,
+        policy=settings.repair_policy(),
     )
+    repairs = RepairExecutor(transaction, psp, ctx, repair_config)
     loop = ExecutorLoop(
-        executor, url, settings.poll_interval_ms, health, settings.key_retention_s, transaction
+        executor, url, settings.poll_interval_ms, health, settings.key_retention_s, transaction, repairs
     )
     stop_on_signals(loop.stop, "executor")
     try:

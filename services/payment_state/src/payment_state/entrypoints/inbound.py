@@ -1,7 +1,8 @@
-"""``python -m payment_state consume``: the idempotent consumer of payments.commands and
-psp.provider-events (``CONSUMER_NAME`` defaults to ``payment-state-inbound``, ``CONSUMER_TOPICS``
-to the two topics named by ``PAYMENT_STATE_COMMANDS_TOPIC`` / ``PAYMENT_STATE_PROVIDER_EVENTS_TOPIC``:
-``settings.InboundSettings``)."""
+"""``python -m payment_state consume``: the idempotent consumer of payments.commands,
+psp.provider-events and recon.repair-commands (``CONSUMER_NAME`` defaults to
+``payment-state-inbound``, ``CONSUMER_TOPICS`` to the three topics named by
+``PAYMENT_STATE_COMMANDS_TOPIC`` / ``PAYMENT_STATE_PROVIDER_EVENTS_TOPIC`` /
+``PAYMENT_STATE_REPAIRS_TOPIC``: ``settings.InboundSettings``)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,17 @@ from payment_state.settings import InboundSettings
 def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter | None]:
     assert isinstance(settings, InboundSettings)
     catalogue = bootstrap.topic_catalogue(
-        settings.events_topic, settings.commands_topic, settings.provider_events_topic
+        settings.events_topic,
+        settings.commands_topic,
+        settings.provider_events_topic,
+        repairs_topic=settings.repairs_topic,
+        repair_outcomes_topic=settings.repair_outcomes_topic,
     )
     avro = bootstrap.codec()
     handler = make_handler(
         bootstrap.context(settings.provider),
         bootstrap.WEBHOOK_PARSERS,
-        bootstrap.store_for(settings.events_topic),
+        bootstrap.store_for(settings.events_topic, settings.repair_outcomes_topic),
     )
     return handler, avro, catalogue, bootstrap.outbox_writer(catalogue, avro)
 

@@ -2,8 +2,9 @@
 never by production code): a throwaway service (database, topics, processes) with in-process access
 to the application (``service``), a small HTTP client for the API (``api``), Kafka input as other
 services publish it (``kafka``), the provider's objects and webhooks (``psp_objects``), and the PSP
-simulator as a real process with a gateway stand-in (``psp_sim``), and either payment store behind
-one harness with builders of payments (``stores``). Everything is re-exported here.
+simulator as a real process with a gateway stand-in (``psp_sim``), either payment store behind
+one harness with builders of payments (``stores``), and repairs as the reconciler sends them
+(``repairs``). Everything is re-exported here.
 """
 
 from payment_state.testing.api import Http, Response
@@ -22,6 +23,7 @@ from payment_state.testing.psp_sim import (
     GatewayStandIn,
     PspSim,
 )
+from payment_state.testing.repairs import repair_body, repair_event, settlement_row
 from payment_state.testing.service import (
     MERCHANT_A,
     MERCHANT_B,
@@ -67,6 +69,9 @@ __all__ = [
     "postgres_harness",
     "provider_event",
     "refund_object",
+    "repair_body",
+    "repair_event",
     "requires_action_body",
+    "settlement_row",
     "webhook_body",
 ]
