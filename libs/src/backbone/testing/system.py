@@ -71,7 +71,15 @@ MT5_WORKER_ENV: Final = {
 CONSUMER_ENV: Final = {"CONSUMER_POLL_TIMEOUT_MS": "100", "CONSUMER_BATCH_LINGER_MS": "5"}
 RELAY_ENV: Final = {"OUTBOX_POLL_INTERVAL_MS": "100"}
 HTTP_PROCESSES: Final = frozenset(
-    {"gateway-api", "payment_state-api", "mt5_credit-api", "ledger-api", "reconciler-api", "psp_sim"}
+    {
+        "gateway-api",
+        "payment_state-api",
+        "mt5_credit-api",
+        "ledger-api",
+        "reconciler-api",
+        "reconciler-monitor",
+        "psp_sim",
+    }
 )
 
 
@@ -101,6 +109,7 @@ class System:
     mt5: SimulatorProcess | None = None
     with_ledger: bool = True
     with_reconciler: bool = False  # its consumer, relay and API; runs are started with reconcile()
+    monitor_after_s: int | None = None  # with the reconciler: also its streaming monitor, N = this
     liveness_timeout_ms: int = 60_000  # HEALTH_LIVENESS_TIMEOUT_MS of every process
     health_ports: dict[str, int] = field(default_factory=dict)  # process -> HEALTH_PORT (no HTTP API)
     envs: dict[str, dict[str, str]] = field(default_factory=dict)  # process -> its own settings
@@ -330,6 +339,15 @@ class System:
             "RECON_API_TOKENS_FILE": str(tokens),
         }
         self._run("reconciler-api", ["-m", "reconciler", "api"], api_env)
+        if self.monitor_after_s is not None:
+            monitor_env = {
+                "RECON_MONITOR_CREDIT_AFTER_S": str(self.monitor_after_s),
+                "RECON_MONITOR_JOURNAL_AFTER_S": str(self.monitor_after_s),
+                "RECON_MONITOR_CHECK_INTERVAL_MS": "250",
+                "RECON_MONITOR_PARTITIONS": "3",  # the namespace's topics (backbone.testing.kafka)
+                "RECON_MONITOR_METRICS_PORT": str(free_port()),
+            }
+            self._run("reconciler-monitor", ["-m", "reconciler", "monitor"], monitor_env)
 
     def recon_api(self, operator: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One call of the reconciler's API as ``operator`` (a name of ``OPERATORS``)."""
