@@ -295,6 +295,7 @@ class IdempotentConsumer:
             for letter in letters:
                 self._dead_letter(conn, letter)
             clear_in_flight(conn, self._name, set(ranges))
+            failpoints.hit("consumer.before_db_commit")  # tests: a kill here commits nothing
         failpoints.hit("consumer.after_db_commit")
         self._count(applied=len(fresh), duplicate=len(items) - len(fresh) - len(letters), dead=len(letters))
         self._commit_offsets({tp: last + 1 for tp, (_, last) in ranges.items()})

@@ -169,14 +169,16 @@ def test_bad_input_is_dead_lettered_with_its_reason_and_nothing_is_half_posted(l
     assert all(m.headers["x-dlq-error-class"] == "refused" for m in dlq)
 
 
-def test_a_repair_through_kafka_books_once_across_a_crash(ledger: LedgerService) -> None:
+@pytest.mark.parametrize("failpoint", ["consumer.before_db_commit", "consumer.after_db_commit"])
+def test_a_repair_through_kafka_books_once_across_a_crash(ledger: LedgerService, failpoint: str) -> None:
     """ExecuteRepair for a capture the ledger never saw, on the real repair topic: the consumer is
-    killed right after its DB commit, so Kafka redelivers the command; then the lost event itself
-    arrives. One journal under the fact's reference, sourced from the repair; one RepairOutcome
-    (executed) for the command; the late event books nothing new and is no dead letter."""
+    killed inside its batch transaction (nothing commits) or right after its DB commit (Kafka
+    redelivers the command either way); then the lost event itself arrives. One journal under the
+    fact's reference, sourced from the repair; one RepairOutcome (executed) for the command; the
+    late event books nothing new and is no dead letter."""
     captured = deposit(901, amount_minor=12_345)[0]
     produce(ledger.stack.kafka_bootstrap, ledger.topics, [repair(captured, repair_id=41)], CODEC)
-    crashing = ledger.start("consume", BACKBONE_FAILPOINTS="consumer.after_db_commit=kill")
+    crashing = ledger.start("consume", BACKBONE_FAILPOINTS=f"{failpoint}=kill")
     assert crashing.wait_exit(WAIT_S) == -9
     consumer = ledger.start("consume")
     wait_until(
