@@ -34,6 +34,31 @@ def test_a_clean_day_gives_no_case(world: World) -> None:
     assert world.store.cases_where() == []
 
 
+def test_the_sealed_matches_keep_one_match_per_record_and_layer(world: World) -> None:
+    """The run's sealed partition of ``matches`` holds each layer's pairs under its smallint code
+    (migration 0006), and its unique constraints refuse a second match of a record in a layer, on
+    either side, and a layer code that names no layer."""
+    _clean_day(world, 3)
+    result = world.run()
+    assert result.status == "clean", result
+    with psycopg.connect(world.url) as conn:
+        layers = conn.execute(
+            "SELECT layer, count(*) FROM matches WHERE run_id = %s GROUP BY layer ORDER BY layer",
+            (result.run_id,),
+        ).fetchall()
+        assert layers == [(1, 3), (2, 3), (4, 3)]  # settlement_fact, capture_credit, operation_deal
+        pair = conn.execute(
+            "SELECT left_id, right_id FROM matches WHERE run_id = %s AND layer = 2 LIMIT 1", (result.run_id,)
+        ).fetchone()
+        assert pair is not None
+        left, right = pair
+        for again in ((left, right + 1000), (left + 1000, right)):
+            with pytest.raises(psycopg.errors.UniqueViolation), conn.transaction():
+                conn.execute("INSERT INTO matches VALUES (%s, 2, %s, %s)", (result.run_id, *again))
+        with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+            conn.execute("INSERT INTO matches VALUES (%s, 5, 1, 1)", (result.run_id,))
+
+
 def test_lost_webhook_is_external_only_and_our_extra_fact_is_internal_only(world: World) -> None:
     """Both directions of layer 2: a settlement row with no money fact of ours (a lost webhook) and
     a money fact of ours the PSP did not settle."""

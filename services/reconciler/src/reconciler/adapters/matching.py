@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     CHAR,
@@ -21,6 +21,7 @@ from sqlalchemy import (
     Connection,
     MetaData,
     Numeric,
+    SmallInteger,
     Table,
     Text,
     and_,
@@ -57,6 +58,8 @@ from reconciler.domain.cases import CaseClass
 
 OUR_COMMENT = "^(dep|dbt):[0-9]+$"
 BALANCE_ACTION = 2
+# a layer's code in ``matches.layer`` (migration 0006: a smallint, not the name)
+LAYERS: Final = {"settlement_fact": 1, "capture_credit": 2, "takeback_debit": 3, "operation_deal": 4}
 
 
 # Where a record sits (which run read it, which import version holds it, on which line) is not
@@ -112,7 +115,9 @@ def _pair(
     target = run_matches(p.run_id)
     stmt = insert(target).from_select(
         ["run_id", "layer", "left_id", "right_id"],
-        select(literal(p.run_id), literal(layer), ranked.c.left_id, ranked.c.right_id).where(won),
+        select(
+            literal(p.run_id), literal(LAYERS[layer], SmallInteger), ranked.c.left_id, ranked.c.right_id
+        ).where(won),
     )
     stmt = stmt.add_cte(kept_rows.cte("kept_rows"))
     if also is not None:
