@@ -127,6 +127,30 @@ def test_mt5_side_classes(world: World) -> None:
     assert (again.cases["opened"], again.cases["updated"], again.cases["unchanged"]) == (0, 0, 6)
 
 
+def test_two_deals_for_a_reference_of_no_operation_of_the_date(world: World) -> None:
+    """Two deals with one reference are found whoever carries it: a reference nobody's operation
+    has (both deals also without a record), and the reference of a credit of the day before whose
+    deals this run read too (that credit explains them: nothing else). The evidence lists the deals
+    by ticket, the same in a re-run."""
+    _clean_day(world, 2)
+    t = at(DAY, 12)
+    first = world.deals.add(7001, "dep:88888", "12.00", t)
+    second = world.deals.add(7001, "dep:88888", "13.00", t + 1000)
+    late = world.deposit(50, at_ms=at(DAY, 0) - 60_000, settled=False)  # the day before, 23:59
+    world.deals.add(7001, f"dep:{late['credit_id']}", "500.00", at(DAY, 0) + 1000)
+    result = world.run()
+    assert (
+        world.classes(result)
+        == ["deal_without_record", "deal_without_record"] + ["two_deals_one_reference"] * 2
+    )
+    found = {f.case_key: f for f in result.findings}
+    unknown = found["two_deals_one_reference:dep:88888"]
+    assert [d["ticket"] for d in unknown.evidence["deals"]] == [first.ticket, second.ticket]
+    assert len(found[f"two_deals_one_reference:dep:{late['credit_id']}"].evidence["deals"]) == 2
+    again = world.run()
+    assert (again.cases["opened"], again.cases["updated"], again.cases["unchanged"]) == (0, 0, 4)
+
+
 def test_not_credited_missing_journal_and_credit_amount(world: World) -> None:
     """A captured deposit never credited; money facts the books lack; a credit that pays another
     amount than was captured."""
