@@ -104,14 +104,16 @@ def stage(conn: Connection, plain: PlainFile, data: bytes) -> tuple[Table, Table
     return lines, times
 
 
-def _plain_int(text: ColumnElement[Any]) -> ColumnElement[Any]:
-    """As ``reports._plain_int``: an optional minus, then 1 to 15 ASCII digits (no regex: ~4x
-    cheaper a row); NULL when not."""
-    digits = case((func.left(text, 1) == "-", func.substr(text, 2)), else_=text)
-    plain = and_(
-        func.length(digits).between(1, PLAIN_INT_DIGITS), func.translate(digits, "0123456789", "") == ""
-    )
-    return case((plain, cast(text, BigInteger)))
+_PLAIN_INT_MAX: Final = 10**PLAIN_INT_DIGITS - 1
+
+
+def _plain_int(text: ColumnElement[Any], value: ColumnElement[Any]) -> ColumnElement[bool]:
+    """``value`` (``text`` cast to bigint) is what ``reports._plain_int`` reads from ``text``, or
+    stricter: ``text`` is the integer's own form (an optional minus, no padding, no plus sign, no
+    leading zero) with at most 15 digits. A text that is no integer at all fails the cast, which
+    declines the file like any other row not taken; one with a leading zero is declined too (the
+    checked parser reads it). Cheaper a row than testing the digits (~4x)."""
+    return and_(cast(value, Text) == text, value.between(-_PLAIN_INT_MAX, _PLAIN_INT_MAX))
 
 
 _SPACES: Final = tuple(sorted(ord(c) for c in WHITESPACE))
@@ -131,15 +133,16 @@ def _plain_text(text: ColumnElement[Any], *, required: bool) -> ColumnElement[bo
 def typed(lines: Table, times: Table, provider: str, day: str) -> Select[Any]:
     """The staged rows as ``settlement_rows`` values, only those the fast path takes as they stand.
     The inner query converts (OFFSET 0: each conversion once a row, and the join to the times is
-    planned on the rows' real number, not on the checks' guessed selectivity), the outer checks."""
+    planned on the rows' real number, not on the checks' guessed selectivity), the outer checks
+    (a text no integer at all fails the inner cast: the whole file is declined)."""
     c = times.alias("c")
     t = (
         select(
             lines,
             c.c.created_at_ms,
-            _plain_int(lines.c.gross_minor).label("gross"),
-            _plain_int(lines.c.fee_minor).label("fee"),
-            _plain_int(lines.c.net_minor).label("net"),
+            cast(lines.c.gross_minor, BigInteger).label("gross"),
+            cast(lines.c.fee_minor, BigInteger).label("fee"),
+            cast(lines.c.net_minor, BigInteger).label("net"),
         )
         .select_from(lines.join(c, c.c.created_at == lines.c.created_at))
         .offset(0)
@@ -169,6 +172,7 @@ def typed(lines: Table, times: Table, provider: str, day: str) -> Select[Any]:
         _plain_text(t.c.reference, required=False),
         _plain_text(t.c.source_reference, required=False),
         t.c.currency.in_(KNOWN_CURRENCIES),
+        *(_plain_int(t.c[f"{name}_minor"], t.c[name]) for name in ("gross", "fee", "net")),
         t.c.fee >= 0,
         t.c.net == t.c.gross - t.c.fee,
         or_(
