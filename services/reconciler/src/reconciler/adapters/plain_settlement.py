@@ -186,7 +186,8 @@ def typed(lines: Table, times: Table, provider: str, day: str) -> Select[Any]:
 
 def changes(conn: Connection, rows: Select[Any], previous_id: int) -> dict[str, Any]:
     """The difference from the previous version by source key: added, removed, changed (compared
-    as ``PgReconStore._changes`` compares them)."""
+    as ``PgReconStore._changes`` compares them; the stored keys are ``COLLATE "C"``, migration
+    0008, the staged ones are brought to it)."""
     n = rows.subquery("n")
     o = select(settlement_rows).where(settlement_rows.c.import_id == previous_id).subquery("o")
     found: dict[str, list[str]] = {"added": [], "removed": [], "changed": []}
@@ -195,7 +196,7 @@ def changes(conn: Connection, rows: Select[Any], previous_id: int) -> dict[str, 
             func.coalesce(n.c.source_key, o.c.source_key),
             case((o.c.source_key.is_(None), "added"), (n.c.source_key.is_(None), "removed"), else_="changed"),
         )
-        .select_from(n.join(o, o.c.source_key == n.c.source_key, full=True))
+        .select_from(n.join(o, o.c.source_key == n.c.source_key.collate("C"), full=True))
         .where(
             or_(
                 o.c.source_key.is_(None),
