@@ -117,7 +117,11 @@ def generate(url: str) -> tuple[bytes, bytes, list[Deal]]:
                     copy.write_row((2 * i + 1, f"capture:op-{i}", f"pay-{i}", day, True, "[]", f"e-j-{i}"))
                 if not 2 * K <= i < 3 * K:
                     copy.write_row((2 * i + 2, f"mt5-credit:{i}", f"pay-{i}", day, True, "[]", f"e-k-{i}"))
-        conn.execute("ANALYZE")
+    # the read models as a day's steady feed leaves them: vacuumed and analyzed (autovacuum caught
+    # up). After a bulk load of millions of rows autovacuum would otherwise start on them during the
+    # timed run, and the run's own ANALYZE would wait deadlock_timeout (1 s a table) to cancel it
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
     lines = [
         "business_date,balance_transaction_id,type,payment_intent_id,source_id,reference,source_reference,"
         "currency,gross_minor,fee_minor,net_minor,payout_batch_id,created_at"

@@ -72,6 +72,8 @@ VARIED = [
     SettlementLine("txn_r", "refund", "pi_1", "re_1", "pay-1", "EUR", -500, 0, "po_2", at(DAY, 11), "rf-1"),
     SettlementLine("txn_d", "dispute", "pi_2", "dp_1", "", "JPY", -700, 1500, "po_2", at(DAY, 12)),
     SettlementLine("txn_ü", "charge", "pi_ü", "ch ü", "Zoë", "USD", 10**14, 0, "po_ü", at(DAY, 23, 59)),
+    # 200 characters in 400 bytes: as long as a text may be
+    SettlementLine("txn_l", "charge", "pi_l", "ch_l", "ü" * 200, "USD", 1000, 10, "po_1", at(DAY, 13)),
 ]
 
 
@@ -86,9 +88,9 @@ def _stored(url: str, import_id: int) -> list[tuple[object, ...]]:
 
 
 def test_a_plain_file_is_loaded_in_bulk_as_the_checked_parser_reads_it(world: World) -> None:
-    """A file of plain rows (charges, a refund, a dispute, no reference, non-ASCII text, other
-    times of day) is taken by the bulk path and stored exactly as the checked parser reads it, rows
-    in line order."""
+    """A file of plain rows (charges, a refund, a dispute, no reference, non-ASCII text, a text of
+    the longest length in more bytes, other times of day) is taken by the bulk path and stored
+    exactly as the checked parser reads it, rows in line order."""
     data = settlement_csv(DAY, VARIED)
     plain = plain_settlement("simpsp", DAY, data)
     assert plain is not None and plain.rows == len(VARIED)
@@ -118,11 +120,15 @@ def _mutations() -> list[tuple[str, str, str]]:
         ("plus sign", row, row.replace(",2000,", ",+2000,")),
         ("16 digits", row, row.replace(",2000,10,1990,", ",1000000000000000,10,999999999999990,")),
         ("not a number", row, row.replace(",2000,", ",2e3,")),
+        ("leading zero", row, row.replace(",2000,", ",02000,")),
+        ("minus zero", row, row.replace(",10,1990,", ",-0,2000,")),
+        ("hex", row, row.replace(",2000,", ",0x7D0,")),
         ("net", row, row.replace(",1990,", ",1991,")),
         ("negative fee", row, row.replace(",10,1990,", ",-10,2010,")),
         ("sign", row, row.replace(",charge,", ",refund,")),
         ("type", row, row.replace(",charge,", ",payout,")),
         ("long text", row, row.replace(",pi_2,", f",{'p' * 201},")),
+        ("long non-ASCII text", row, row.replace(",pi_2,", f",{'ü' * 201},")),
         ("empty id", row, row.replace(",txn_2,", ",,")),
         ("no zone", row, row.replace("Z", "")),
         ("time padded", row, row + " "),

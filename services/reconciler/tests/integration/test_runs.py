@@ -34,6 +34,31 @@ def test_a_clean_day_gives_no_case(world: World) -> None:
     assert world.store.cases_where() == []
 
 
+def test_the_sealed_matches_keep_one_match_per_record_and_layer(world: World) -> None:
+    """The run's sealed partition of ``matches`` holds each layer's pairs under its smallint code
+    (migration 0006), and its unique constraints refuse a second match of a record in a layer, on
+    either side, and a layer code that names no layer."""
+    _clean_day(world, 3)
+    result = world.run()
+    assert result.status == "clean", result
+    with psycopg.connect(world.url) as conn:
+        layers = conn.execute(
+            "SELECT layer, count(*) FROM matches WHERE run_id = %s GROUP BY layer ORDER BY layer",
+            (result.run_id,),
+        ).fetchall()
+        assert layers == [(1, 3), (2, 3), (4, 3)]  # settlement_fact, capture_credit, operation_deal
+        pair = conn.execute(
+            "SELECT left_id, right_id FROM matches WHERE run_id = %s AND layer = 2 LIMIT 1", (result.run_id,)
+        ).fetchone()
+        assert pair is not None
+        left, right = pair
+        for again in ((left, right + 1000), (left + 1000, right)):
+            with pytest.raises(psycopg.errors.UniqueViolation), conn.transaction():
+                conn.execute("INSERT INTO matches VALUES (%s, 2, %s, %s)", (result.run_id, *again))
+        with pytest.raises(psycopg.errors.CheckViolation), conn.transaction():
+            conn.execute("INSERT INTO matches VALUES (%s, 5, 1, 1)", (result.run_id,))
+
+
 def test_lost_webhook_is_external_only_and_our_extra_fact_is_internal_only(world: World) -> None:
     """Both directions of layer 2: a settlement row with no money fact of ours (a lost webhook) and
     a money fact of ours the PSP did not settle."""
@@ -100,6 +125,30 @@ def test_mt5_side_classes(world: World) -> None:
     ]
     again = world.run()  # the deals are read again by another run: the same evidence
     assert (again.cases["opened"], again.cases["updated"], again.cases["unchanged"]) == (0, 0, 6)
+
+
+def test_two_deals_for_a_reference_of_no_operation_of_the_date(world: World) -> None:
+    """Two deals with one reference are found whoever carries it: a reference nobody's operation
+    has (both deals also without a record), and the reference of a credit of the day before whose
+    deals this run read too (that credit explains them: nothing else). The evidence lists the deals
+    by ticket, the same in a re-run."""
+    _clean_day(world, 2)
+    t = at(DAY, 12)
+    first = world.deals.add(7001, "dep:88888", "12.00", t)
+    second = world.deals.add(7001, "dep:88888", "13.00", t + 1000)
+    late = world.deposit(50, at_ms=at(DAY, 0) - 60_000, settled=False)  # the day before, 23:59
+    world.deals.add(7001, f"dep:{late['credit_id']}", "500.00", at(DAY, 0) + 1000)
+    result = world.run()
+    assert (
+        world.classes(result)
+        == ["deal_without_record", "deal_without_record"] + ["two_deals_one_reference"] * 2
+    )
+    found = {f.case_key: f for f in result.findings}
+    unknown = found["two_deals_one_reference:dep:88888"]
+    assert [d["ticket"] for d in unknown.evidence["deals"]] == [first.ticket, second.ticket]
+    assert len(found[f"two_deals_one_reference:dep:{late['credit_id']}"].evidence["deals"]) == 2
+    again = world.run()
+    assert (again.cases["opened"], again.cases["updated"], again.cases["unchanged"]) == (0, 0, 4)
 
 
 def test_not_credited_missing_journal_and_credit_amount(world: World) -> None:

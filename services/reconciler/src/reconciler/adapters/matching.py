@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     CHAR,
@@ -21,6 +21,7 @@ from sqlalchemy import (
     Connection,
     MetaData,
     Numeric,
+    SmallInteger,
     Table,
     Text,
     and_,
@@ -36,7 +37,7 @@ from sqlalchemy import (
     text,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import distinct_on, insert
+from sqlalchemy.dialects.postgresql import aggregate_order_by, distinct_on, insert
 from sqlalchemy.sql import ColumnElement, FromClause, Select
 from sqlalchemy.sql.dml import Insert
 
@@ -57,6 +58,8 @@ from reconciler.domain.cases import CaseClass
 
 OUR_COMMENT = "^(dep|dbt):[0-9]+$"
 BALANCE_ACTION = 2
+# a layer's code in ``matches.layer`` (migration 0006: a smallint, not the name)
+LAYERS: Final = {"settlement_fact": 1, "capture_credit": 2, "takeback_debit": 3, "operation_deal": 4}
 
 
 # Where a record sits (which run read it, which import version holds it, on which line) is not
@@ -112,7 +115,9 @@ def _pair(
     target = run_matches(p.run_id)
     stmt = insert(target).from_select(
         ["run_id", "layer", "left_id", "right_id"],
-        select(literal(p.run_id), literal(layer), ranked.c.left_id, ranked.c.right_id).where(won),
+        select(
+            literal(p.run_id), literal(LAYERS[layer], SmallInteger), ranked.c.left_id, ranked.c.right_id
+        ).where(won),
     )
     stmt = stmt.add_cte(kept_rows.cte("kept_rows"))
     if also is not None:
@@ -675,8 +680,16 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
         .select_from(of_op)
         .where(not_(k.c.won), not_(k.c.any_deal)),
     )
-    deals_of = (
-        select(func.jsonb_agg(_row_json(d))).where(run_deals, d.c.comment == o.c.comment).scalar_subquery()
+    # the deals of the few kept operations, by comment, in one join (mt5_deals has no comment index)
+    k2, o2 = kept.alias("k2"), mt5_operations.alias("o2")
+    elsewhere = (
+        select(k2.c.left_id, func.jsonb_agg(aggregate_order_by(_row_json(d), d.c.ticket)).label("deals"))
+        .select_from(
+            k2.join(o2, o2.c.id == k2.c.left_id).join(d, and_(run_deals, d.c.comment == o2.c.comment))
+        )
+        .where(not_(k2.c.won), k2.c.any_deal)
+        .group_by(k2.c.left_id)
+        .subquery("elsewhere")
     )
     counts["deal_on_other_login"] = _finding(
         conn,
@@ -687,10 +700,8 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             func.concat("the deal '", o.c.comment, "' is not on ", o.c.mt5_login, " but another login").label(
                 "summary"
             ),
-            func.jsonb_build_object("operation", _row_json(o), "deals", deals_of).label("evidence"),
-        )
-        .select_from(of_op)
-        .where(not_(k.c.won), k.c.any_deal),
+            func.jsonb_build_object("operation", _row_json(o), "deals", elsewhere.c.deals).label("evidence"),
+        ).select_from(of_op.join(elsewhere, elsewhere.c.left_id == k.c.left_id)),
     )
     counts["deal_amount_mismatch"] = _finding(
         conn,
@@ -721,22 +732,23 @@ def _deal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
 
 
 def _deals_unexplained(conn: Connection, p: MatchParams) -> dict[str, int]:
-    """The deal side: balance deals of the day nobody's record explains, in one pass over the deals."""
+    """The deal side: references carried by more than one deal, and balance deals of the day
+    nobody's record explains."""
     d = mt5_deals.alias("d")
     run_deals = d.c.run_id == p.run_id
+    ours = d.c.comment.regexp_match(OUR_COMMENT)
+    # the run's comments on more than one deal, then ours among those few (OFFSET 0: the pattern is
+    # not pushed down to every deal)
     d2 = mt5_deals.alias("d2")
-    twice = (
+    several = (
         select(d2.c.comment)
-        .where(d2.c.run_id == p.run_id, d2.c.comment.regexp_match(OUR_COMMENT))
+        .where(d2.c.run_id == p.run_id)
         .group_by(d2.c.comment)
         .having(func.count() > 1)
-        .subquery()
+        .offset(0)
+        .subquery("several")
     )
-    all_of = (
-        select(func.jsonb_agg(_row_json(d)))
-        .where(run_deals, d.c.comment == twice.c.comment)
-        .scalar_subquery()
-    )
+    twice = select(several.c.comment).where(several.c.comment.regexp_match(OUR_COMMENT)).subquery("twice")
     counts = {}
     counts["two_deals_one_reference"] = _finding(
         conn,
@@ -747,11 +759,14 @@ def _deals_unexplained(conn: Connection, p: MatchParams) -> dict[str, int]:
             func.concat("MT5 holds more than one deal with the reference '", twice.c.comment, "'").label(
                 "summary"
             ),
-            func.jsonb_build_object("deals", all_of).label("evidence"),
-        ),
+            func.jsonb_build_object(
+                "deals", func.jsonb_agg(aggregate_order_by(_row_json(d), d.c.ticket))
+            ).label("evidence"),
+        )
+        .select_from(twice.join(d, and_(run_deals, d.c.comment == twice.c.comment)))
+        .group_by(twice.c.comment),
     )
     odd = _scratch(conn, "recon_odd_deals", Column("ticket", BigInteger), Column("ours", Boolean))
-    ours = d.c.comment.regexp_match(OUR_COMMENT)
     known = mt5_operations.alias("known")  # comments are unique among operations: one row per deal
     conn.execute(
         insert(odd).from_select(

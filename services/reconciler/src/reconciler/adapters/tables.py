@@ -12,6 +12,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     Numeric,
+    SmallInteger,
     Table,
     Text,
 )
@@ -180,7 +181,7 @@ matches = Table(
     "matches",
     metadata,
     Column("run_id", BigInteger),
-    Column("layer", Text),
+    Column("layer", SmallInteger),  # matching.LAYERS
     Column("left_id", BigInteger),
     Column("right_id", BigInteger),
 )
