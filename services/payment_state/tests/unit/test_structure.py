@@ -22,7 +22,14 @@ from payment_state.settings import (
 DOMAIN = Path(__file__).resolve().parents[2] / "src" / "payment_state" / "domain"
 APPLICATION = DOMAIN.parent / "application"
 ALLOWED = {"__future__", "dataclasses", "enum", "typing", "hashlib", "json", "re", "collections"}
-ALLOWED_PREFIXES = ("payment_state.domain", "backbone.invariants", "backbone.money", "backbone.carddata")
+# backbone.repairs is pure too: the ExecuteRepair and RepairOutcome shapes, no I/O
+ALLOWED_PREFIXES = (
+    "payment_state.domain",
+    "backbone.invariants",
+    "backbone.money",
+    "backbone.carddata",
+    "backbone.repairs",
+)
 
 
 def imports(path: Path) -> set[str]:

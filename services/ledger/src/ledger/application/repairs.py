@@ -16,10 +16,11 @@ with other entries, a floor). A command for another service is none of the ledge
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, assert_never
+
+from backbone.repairs import RepairCommand, command_for, outcome_body
 
 from ledger.domain.journals import DetailValue, JournalDraft, Rejected, Source, SourceType
 from ledger.domain.posting import AlreadyPosted, BelowFloor, ConflictingDuplicate, Posted, PostingOutcome
@@ -29,17 +30,7 @@ TARGET: Final = "ledger"
 EXECUTES: Final = frozenset({"post_journal"})
 
 
-@dataclass(frozen=True, slots=True)
-class RepairRequest:
-    repair_id: int
-    case_id: int
-    repair_type: str
-    requested_by: str
-    approved_by: str
-    command_digest: str
-    payment_id: str  # the command's key: the payment, or the record's key when it has none
-    fact_type: str | None
-    fact: Mapping[str, Any] | None
+RepairRequest = RepairCommand  # the command as backbone.repairs reads it
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,38 +42,21 @@ class RepairOutcome:
 
     def body(self) -> dict[str, Any]:
         r = self.request
-        return {
-            "repair_id": r.repair_id,
-            "case_id": r.case_id,
-            "repair_type": r.repair_type,
-            "outcome": self.outcome,
-            "detail": self.detail[:1000],
-            "executed_by": TARGET,
-            "reference": self.reference,
-            "command_digest": r.command_digest,
-        }
+        return outcome_body(
+            repair_id=r.repair_id,
+            case_id=r.case_id,
+            repair_type=r.repair_type,
+            command_digest=r.command_digest,
+            outcome=self.outcome,
+            detail=self.detail,
+            executed_by=TARGET,
+            reference=self.reference,
+        )
 
 
 def request_of(payment_id: str, body: Mapping[str, Any]) -> RepairRequest | None:
     """The command, when it is the ledger's (v1 commands carry no target: not the ledger's)."""
-    if body.get("target") != TARGET:
-        return None
-    raw_fact = body.get("fact_json")
-    try:
-        fact = json.loads(raw_fact) if isinstance(raw_fact, str) else None
-    except ValueError:
-        fact = None
-    return RepairRequest(
-        repair_id=int(body["repair_id"]),
-        case_id=int(body["case_id"]),
-        repair_type=str(body["repair_type"]),
-        requested_by=str(body["requested_by"]),
-        approved_by=str(body["approved_by"]),
-        command_digest=str(body.get("command_digest", "")),
-        payment_id=payment_id,
-        fact_type=body.get("fact_type"),
-        fact=fact if isinstance(fact, dict) else None,
-    )
+    return command_for(TARGET, payment_id, body)
 
 
 def draft_for_repair(
@@ -91,12 +65,13 @@ def draft_for_repair(
     """The journal the repair posts, or its refusal."""
     if request.repair_type not in EXECUTES:
         return RepairOutcome(request, "refused", f"the ledger does not execute {request.repair_type} repairs")
-    if request.requested_by == request.approved_by:  # the reconciler never sends one; never trust it
+    if request.same_person:  # the reconciler never sends one; never trust it
         return RepairOutcome(request, "refused", "proposed and approved by the same person")
-    if request.fact_type is None or request.fact is None:
+    fact = request.fact
+    if request.fact_type is None or fact is None:
         return RepairOutcome(request, "refused", "post_journal needs the money fact (fact_type, fact_json)")
     fact_meta = replace(meta, event_type=request.fact_type)
-    result = draft_for_event(fact_meta, request.fact, policy)
+    result = draft_for_event(fact_meta, fact, policy)
     match result:
         case JournalDraft() as draft:
             detail: dict[str, DetailValue] = draft.source.detail_dict() | {

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from backbone.repairs import outcome_body
+
 from mt5_credit.application.ports import CreditStore
 from mt5_credit.domain.model import CreditKind, CreditRow, mt5_comment
 from mt5_credit.domain.repairs import RepairRef
@@ -18,16 +20,16 @@ EXECUTED_BY: Final = "mt5_credit"
 
 
 def _body(ref: RepairRef, outcome: str, detail: str, reference: str | None) -> dict[str, Any]:
-    return {
-        "repair_id": ref.repair_id,
-        "case_id": ref.case_id,
-        "repair_type": ref.repair_type,
-        "outcome": outcome,
-        "detail": detail[:1000],
-        "executed_by": EXECUTED_BY,
-        "reference": reference,
-        "command_digest": ref.command_digest,
-    }
+    return outcome_body(
+        repair_id=ref.repair_id,
+        case_id=ref.case_id,
+        repair_type=ref.repair_type,
+        command_digest=ref.command_digest,
+        outcome=outcome,
+        detail=detail,
+        executed_by=EXECUTED_BY,
+        reference=reference,
+    )
 
 
 def refused(ref: RepairRef, reason: str) -> dict[str, Any]:

@@ -16,10 +16,11 @@ is what the lost event would have made. Anything else is refused with a reason.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
+
+from backbone.repairs import command_for
 
 from mt5_credit.domain.fx import FxQuote
 from mt5_credit.domain.intake import (
@@ -93,21 +94,25 @@ class Refused:
 
 def command_of(payment_id: str, body: Mapping[str, Any]) -> RepairCommand | None:
     """The command when it is mt5-credit's (v1 commands name no target: not ours)."""
-    if body.get("target") != TARGET:
+    command = command_for(TARGET, payment_id, body)
+    if command is None:
         return None
-    raw = body.get("fact_json")
-    try:
-        fact = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        fact = None
+    ref = RepairRef(
+        command.repair_id,
+        command.case_id,
+        command.repair_type,
+        command.command_digest,
+        command.requested_by,
+        command.approved_by,
+    )
     return RepairCommand(
-        ref=RepairRef.of(body),
+        ref=ref,
         payment_id=payment_id,
-        mt5_login=body.get("mt5_login"),
-        amount_minor=body.get("amount_minor"),
-        currency=body.get("currency"),
-        fact_type=body.get("fact_type"),
-        fact=fact if isinstance(fact, dict) else None,
+        mt5_login=command.mt5_login,
+        amount_minor=command.amount_minor,
+        currency=command.currency,
+        fact_type=command.fact_type,
+        fact=command.fact,
     )
 
 
@@ -120,7 +125,7 @@ def check(command: RepairCommand) -> Refused | None:
     ref = command.ref
     if ref.repair_type not in FACT_OF:
         return Refused(f"mt5-credit does not execute {ref.repair_type} repairs")
-    if ref.requested_by == ref.approved_by:  # the reconciler never sends one; never trust it
+    if not ref.requested_by or ref.requested_by == ref.approved_by:  # never trust the sender
         return Refused("proposed and approved by the same person")
     if command.fact_type not in FACT_OF[ref.repair_type] or command.fact is None:
         return Refused(

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from backbone.invariants import invariant
+from backbone.repairs import command_for
+from backbone.repairs import outcome_body as repair_outcome_body
 
 from payment_state.domain.facts import IntentFact, IntentStatus, RefundFact, RefundStatus
 from payment_state.domain.model import OperationStatus, OperationType, PaymentState
@@ -37,7 +39,6 @@ EXECUTES: Final = frozenset({"apply_provider_fact"})
 FACT_TYPE: Final = "SettlementRow"
 # A dispute row cannot be confirmed: the provider port has no dispute lookup (the PSP's API has none).
 ROW_TYPES: Final = frozenset({"charge", "refund"})
-DETAIL_MAX: Final = 1000  # RepairOutcome.detail's bound
 
 Outcome = Literal["executed", "refused", "unknown"]
 
@@ -100,16 +101,16 @@ class SettlementRow:
 
 def outcome_body(request: RepairRequest, outcome: RepairOutcome) -> dict[str, Any]:
     """The ``RepairOutcome`` v1 body (without its envelope)."""
-    return {
-        "repair_id": request.repair_id,
-        "case_id": request.case_id,
-        "repair_type": request.repair_type,
-        "outcome": outcome.outcome,
-        "detail": outcome.detail[:DETAIL_MAX],
-        "executed_by": TARGET,
-        "reference": outcome.reference,
-        "command_digest": request.command_digest,
-    }
+    return repair_outcome_body(
+        repair_id=request.repair_id,
+        case_id=request.case_id,
+        repair_type=request.repair_type,
+        command_digest=request.command_digest,
+        outcome=outcome.outcome,
+        detail=outcome.detail,
+        executed_by=TARGET,
+        reference=outcome.reference,
+    )
 
 
 # -- receipt --------------------------------------------------------------------------------------
@@ -117,23 +118,23 @@ def outcome_body(request: RepairRequest, outcome: RepairOutcome) -> dict[str, An
 
 def request_of(payment_id: str, event_id: str, body: Mapping[str, Any]) -> RepairRequest | None:
     """The command, when it is payment-state's (a v1 command carries no target: not ours)."""
-    if body.get("target") != TARGET:
+    command = command_for(TARGET, payment_id, body)
+    if command is None:
         return None
-    amount = body.get("amount_minor")
     return RepairRequest(
-        repair_id=int(body["repair_id"]),
-        case_id=int(body["case_id"]),
-        repair_type=str(body["repair_type"]),
-        source_key=str(body.get("source_key") or ""),
+        repair_id=command.repair_id,
+        case_id=command.case_id,
+        repair_type=command.repair_type,
+        source_key=command.source_key,
         payment_id=payment_id,
-        requested_by=str(body["requested_by"]),
-        approved_by=str(body["approved_by"]),
-        amount_minor=None if amount is None else int(amount),
-        currency=body.get("currency"),
-        reason=str(body.get("reason") or ""),
-        fact_type=body.get("fact_type"),
-        fact_json=body.get("fact_json"),
-        command_digest=str(body.get("command_digest") or ""),
+        requested_by=command.requested_by,
+        approved_by=command.approved_by,
+        amount_minor=command.amount_minor,
+        currency=command.currency,
+        reason=command.reason,
+        fact_type=command.fact_type,
+        fact_json=command.fact_json,
+        command_digest=command.command_digest,
         command_event_id=event_id,
     )
 
