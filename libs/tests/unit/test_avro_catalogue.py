@@ -76,8 +76,8 @@ def test_catalogue_indexes_types_versions_and_fingerprints() -> None:
     """Lookups by type, version and fingerprint agree; events and commands share one namespace."""
     catalogue = SchemaCatalogue.from_directory(REPO_SCHEMAS)
     entry = catalogue.entry("PaymentCaptured", 1)
-    assert catalogue.latest_version("PaymentCaptured") == 1
-    assert catalogue.versions("PaymentCaptured") == (1,)
+    assert catalogue.latest_version("PaymentCaptured") == 2
+    assert catalogue.versions("PaymentCaptured") == (1, 2)
     assert catalogue.by_fingerprint(entry.fingerprint) is entry
     assert catalogue.entry("CreatePayment").kind == "commands"
     assert {"PaymentCaptured", "CreatePayment"} <= catalogue.event_types()

@@ -40,9 +40,11 @@ CODEC = AvroCodec(CATALOGUE)
 OCCURRED_AT_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
-def _envelope(event_type: str, version: int = 1, **overrides: Any) -> dict[str, Any]:
+def _envelope(event_type: str, version: int | None = None, **overrides: Any) -> dict[str, Any]:
+    """An envelope for ``event_type`` written with ``version`` (the latest by default)."""
+    written = CATALOGUE.latest_version(event_type) if version is None else version
     envelope = new_envelope(
-        event_type, "pay_0001", "payment_state", schema_version=version, occurred_at_ms=OCCURRED_AT_MS
+        event_type, "pay_0001", "payment_state", schema_version=written, occurred_at_ms=OCCURRED_AT_MS
     )
     envelope.update(overrides)
     return envelope
@@ -58,6 +60,7 @@ def _captured(**overrides: Any) -> dict[str, Any]:
         "amount_minor": 12_345,
         "currency": "EUR",
         "deposit_reference": "dep_1",
+        "payment_method_token": "pm_card_1",
     }
     record.update(overrides)
     return record
@@ -130,7 +133,7 @@ def test_encoded_message_is_single_object_encoded() -> None:
 def test_encode_defaults_to_the_latest_version_and_accepts_an_explicit_one() -> None:
     """version=None writes the latest version; an explicit version writes that one."""
     record = _captured()
-    assert CODEC.encode("PaymentCaptured", record) == CODEC.encode("PaymentCaptured", record, version=1)
+    assert CODEC.encode("PaymentCaptured", record) == CODEC.encode("PaymentCaptured", record, version=2)
 
 
 def test_new_envelope_defaults_event_id_to_a_fresh_canonical_uuid() -> None:
@@ -138,7 +141,7 @@ def test_new_envelope_defaults_event_id_to_a_fresh_canonical_uuid() -> None:
     first, second = _envelope("PaymentCaptured"), _envelope("PaymentCaptured")
     assert first["event_id"] != second["event_id"]
     assert str(uuid.UUID(first["event_id"])) == first["event_id"]
-    assert first == {**first, "event_type": "PaymentCaptured", "schema_version": 1, "correlation_id": None}
+    assert first == {**first, "event_type": "PaymentCaptured", "schema_version": 2, "correlation_id": None}
 
 
 @pytest.mark.parametrize(
@@ -181,7 +184,7 @@ def test_new_envelope_rejects_invalid_values_naming_the_field(field: str, overri
         (_captured(deposit_refernce="dep_1"), "deposit_refernce"),  # a typo must not publish null
         (_captured(envelope=_envelope("PaymentCaptured", schema_version=2**31)), "schema_version"),
         (_captured(envelope=_envelope("PaymentAuthorized")), "event_type"),
-        (_captured(envelope=_envelope("PaymentCaptured", 2)), "schema_version"),
+        (_captured(envelope=_envelope("PaymentCaptured", 3)), "schema_version"),
         (
             _captured(envelope=_envelope("PaymentCaptured", event_id="E3B0C442-98FC-1C14-9AFB-F4C8996FB924")),
             "event_id",
@@ -271,7 +274,7 @@ def test_decode_rejects_trailing_bytes() -> None:
         ("payment_id", {"payment_id": ""}),
         ("producer", {"producer": "  "}),
         ("occurred_at_ms", {"occurred_at_ms": 0}),
-        ("schema_version", {"schema_version": 2}),
+        ("schema_version", {"schema_version": 1}),
         ("causation_id", {"causation_id": "nope"}),
         ("correlation_id", {"correlation_id": ""}),
     ],

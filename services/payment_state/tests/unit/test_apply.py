@@ -145,7 +145,8 @@ def test_manual_capture_resolves_the_capture_operation() -> None:
 
 
 def test_captured_event_body() -> None:
-    """PaymentCaptured is what mt5-credit credits: amount captured, currency, deposit reference."""
+    """PaymentCaptured is what mt5-credit credits: amount captured, currency, deposit reference, and
+    the payment method token (the only destination a later withdrawal may be paid out to)."""
     state = authorized_state()
     decided = decide_capture(state, CaptureRequest("pay_1"), "op_cap", 2)
     assert isinstance(decided, PaymentState)
@@ -158,6 +159,7 @@ def test_captured_event_body() -> None:
         "amount_minor": AMOUNT,
         "currency": "EUR",
         "deposit_reference": "dep_1",
+        "payment_method_token": "tok_visa",
     }
 
 

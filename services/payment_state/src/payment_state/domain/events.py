@@ -50,6 +50,8 @@ def captured(p: Payment, op: Operation) -> OutEvent:
         "amount_minor": p.captured_minor,
         "currency": p.currency,
         "deposit_reference": p.deposit_reference,
+        # the only destination a later withdrawal of this client may be paid out to (v2)
+        "payment_method_token": p.payment_method_token,
     }
     return OutEvent("PaymentCaptured", body)
 
