@@ -31,6 +31,8 @@ from backbone.mt5.results import (
     Refused,
     ServerTime,
     TimeResult,
+    TradeState,
+    TradeStateResult,
 )
 from backbone.mt5.settings import Mt5GatewaySettings
 
@@ -53,5 +55,7 @@ __all__ = [
     "Refused",
     "ServerTime",
     "TimeResult",
+    "TradeState",
+    "TradeStateResult",
     "cut_comment",
 ]

@@ -55,6 +55,8 @@ from backbone.mt5.results import (
     Refused,
     ServerTime,
     TimeResult,
+    TradeState,
+    TradeStateResult,
 )
 from backbone.mt5.settings import Mt5GatewaySettings
 from backbone.mt5.transport import TransportFailure
@@ -139,6 +141,36 @@ class Mt5Gateway:
             user.balance,
             user.credit,
         )
+
+    def trade_state(self, login: int) -> TradeStateResult:
+        """The account's trade state now (``user/account/get``: balance, equity, margin, free margin).
+
+        An answer about another login is never taken (NoAnswer, logged loudly)."""
+        check_login(login)
+        answer = self._read("user/account/get", {"login": login})
+        if isinstance(answer, NoAnswer):
+            return answer
+        if answer.retcode == 13:
+            return AccountMissing(login)
+        if answer.retcode != 0:
+            return NoAnswer("unexpected_retcode", answer.retcode)
+        try:
+            obj = object_answer(answer)
+            state = TradeState(
+                int_field(obj, "Login"),
+                int_field(obj, "CurrencyDigits"),
+                decimal_field(obj, "Balance"),
+                decimal_field(obj, "Credit"),
+                decimal_field(obj, "Equity"),
+                decimal_field(obj, "Margin"),
+                decimal_field(obj, "MarginFree"),
+                decimal_field(obj, "MarginLevel"),
+            )
+        except AnswerError:
+            return NoAnswer("unparseable")
+        if state.login != login:
+            return self._crossed("user/account/get", login, state.login)
+        return state
 
     # -- the balance operation -------------------------------------------------------------------
 

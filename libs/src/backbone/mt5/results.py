@@ -101,6 +101,23 @@ class AccountInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class TradeState:
+    """``user/account/get``: the account's trade state now (exact decimals, account currency).
+
+    ``margin_level`` is a percentage (equity / margin * 100); MT5 reports 0 when no margin is used.
+    """
+
+    login: int
+    digits: int
+    balance: Decimal
+    credit: Decimal
+    equity: Decimal
+    margin: Decimal
+    margin_free: Decimal
+    margin_level: Decimal
+
+
+@dataclass(frozen=True, slots=True)
 class AccountMissing:
     """MT5 answered ``13 Not found`` for this login."""
 
@@ -111,3 +128,4 @@ BalanceResult = Applied | Refused | NoAnswer
 DealLookup = Found | Absent | Conflict | NoAnswer
 TimeResult = ServerTime | NoAnswer
 AccountResult = AccountInfo | AccountMissing | NoAnswer
+TradeStateResult = TradeState | AccountMissing | NoAnswer

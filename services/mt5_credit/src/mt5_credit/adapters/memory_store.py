@@ -19,9 +19,11 @@ from typing import Any
 
 from backbone.invariants import invariant
 
+from mt5_credit.application.events import payout_command
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
-from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, can_move
+from mt5_credit.domain.model import CreditKind, CreditReason, CreditRow, CreditStatus, can_move
 from mt5_credit.domain.repairs import RepairRef
+from mt5_credit.domain.withdrawals import Withdrawal, WithdrawalStatus
 
 REASON_CHARS_MAX = 500
 
@@ -46,6 +48,7 @@ class _Stored:
     lookups: int = 0
     last_retcode: str | None = None
     last_reason: str | None = None
+    payment_method_token: str | None = None
 
 
 @dataclass
@@ -57,6 +60,8 @@ class _Tables:
     transitions: list[tuple[int, str | None, str, str]] = field(default_factory=list)
     cases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     events: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # (key, type, body)
+    withdrawals: dict[str, Withdrawal] = field(default_factory=dict)
+    withdrawal_audit: list[tuple[str, str, str]] = field(default_factory=list)  # (id, action, reason)
 
 
 class InMemoryCreditStore:
@@ -83,7 +88,36 @@ class InMemoryCreditStore:
     def transitions_of(self, credit_id: int) -> list[tuple[str | None, str]]:
         return [(f, t) for cid, f, t, _ in self._t.transitions if cid == credit_id]
 
+    def put_withdrawal(self, withdrawal: Withdrawal) -> None:
+        """A withdrawal as the API's desk would have stored it (the desk is PostgreSQL-only)."""
+        self._t.withdrawals[withdrawal.withdrawal_id] = withdrawal
+
     # -- CreditStore ------------------------------------------------------------------------------
+
+    def load_withdrawal(self, withdrawal_id: str) -> Withdrawal | None:
+        return self._t.withdrawals.get(withdrawal_id)
+
+    def move_withdrawal(
+        self,
+        withdrawal_id: str,
+        from_statuses: frozenset[WithdrawalStatus],
+        to: WithdrawalStatus,
+        reason: str,
+        *,
+        return_id: int | None = None,
+        payout_failure: str | None = None,
+    ) -> bool:
+        found = self._t.withdrawals.get(withdrawal_id)
+        if found is None or found.status not in from_statuses:
+            return False
+        self._t.withdrawals[withdrawal_id] = replace(
+            found, status=to, return_id=found.return_id if return_id is None else return_id
+        )
+        self._t.withdrawal_audit.append((withdrawal_id, to.value, reason))
+        return True
+
+    def publish_payout(self, withdrawal: Withdrawal, debit: CreditRow) -> None:
+        self._t.events.append((withdrawal.withdrawal_id, "CreatePayout", payout_command(withdrawal, debit)))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -125,7 +159,11 @@ class InMemoryCreditStore:
 
     def credit_source_for_deposit(self, deposit_reference: str) -> str | None:
         for stored in self._t.rows.values():
-            if stored.row.deposit_reference == deposit_reference and stored.row.kind is CreditKind.CREDIT:
+            if (
+                stored.row.deposit_reference == deposit_reference
+                and stored.row.kind is CreditKind.CREDIT
+                and stored.row.credit_reason is CreditReason.DEPOSIT
+            ):
                 return stored.source_key
         return None
 
@@ -135,6 +173,7 @@ class InMemoryCreditStore:
             for s in self._t.rows.values()
             if s.row.deposit_reference == deposit_reference
             and s.row.kind is CreditKind.CREDIT
+            and s.row.credit_reason is CreditReason.DEPOSIT
             and s.row.status is CreditStatus.DONE
         ]
         return min(done) if done else None
@@ -157,7 +196,8 @@ class InMemoryCreditStore:
     def load_original(self, deposit_reference: str) -> OriginalCredit | None:
         credits = sorted(
             (s for s in self._t.rows.values()
-             if s.row.deposit_reference == deposit_reference and s.row.kind is CreditKind.CREDIT),
+             if s.row.deposit_reference == deposit_reference and s.row.kind is CreditKind.CREDIT
+             and s.row.credit_reason is CreditReason.DEPOSIT),
             key=lambda s: (s.row.status is not CreditStatus.DONE, s.row.id),
         )  # fmt: skip
         if not credits:
@@ -195,9 +235,10 @@ class InMemoryCreditStore:
         automatic = [
             s for s in self._t.rows.values()
             if s.row.deposit_reference == row.deposit_reference and s.row.kind is CreditKind.CREDIT
-            and s.repair is None
+            and s.repair is None and s.row.credit_reason is CreditReason.DEPOSIT
         ]  # fmt: skip
-        if row.kind is CreditKind.CREDIT and row.repair is None and automatic:
+        deposit_credit = row.kind is CreditKind.CREDIT and row.credit_reason is CreditReason.DEPOSIT
+        if deposit_credit and row.repair is None and automatic:
             raise UniqueViolation("mt5_credits_one_credit_per_deposit")
         if row.repair is not None and any(
             s.repair is not None and s.repair.repair_id == row.repair.repair_id for s in self._t.rows.values()
@@ -219,8 +260,10 @@ class InMemoryCreditStore:
                 attempts=0, claim_token=None, first_claimed_at_ms=None, claimed_at_ms=None,
                 silent_lookups=0, mt5_deal_ticket=None,
                 repair_id=None if row.repair is None else row.repair.repair_id,
+                credit_reason=row.credit_reason, withdrawal_id=row.withdrawal_id,
             ),
             row.source_key,
+            payment_method_token=row.payment_method_token,
             fx_source=None if fx is None else fx.source,
             fx_taken_at_ms=None if fx is None else fx.taken_at_ms,
             repair=row.repair,
@@ -276,7 +319,7 @@ class InMemoryCreditStore:
         return [s.row for s in ready]
 
     def _original_done(self, row: CreditRow) -> bool:
-        if row.kind is CreditKind.CREDIT:
+        if row.kind is CreditKind.CREDIT or row.original_credit_id is None:
             return True
         original = self._t.rows.get(row.original_credit_id or 0)
         return original is not None and original.row.status is CreditStatus.DONE

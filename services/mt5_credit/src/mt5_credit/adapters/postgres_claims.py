@@ -15,7 +15,7 @@ import psycopg
 from backbone.invariants import invariant
 from psycopg.rows import dict_row
 
-from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, can_move
+from mt5_credit.domain.model import CreditKind, CreditReason, CreditRow, CreditStatus, can_move
 
 
 def credit_row(r: dict[str, Any]) -> CreditRow:
@@ -44,6 +44,8 @@ def credit_row(r: dict[str, Any]) -> CreditRow:
         silent_lookups=r["silent_lookups"],
         mt5_deal_ticket=r["mt5_deal_ticket"],
         repair_id=r.get("repair_id"),
+        credit_reason=CreditReason(r.get("credit_reason") or "deposit"),
+        withdrawal_id=r.get("withdrawal_id"),
     )
 
 
@@ -51,7 +53,7 @@ _COLUMNS = """
   c.id, c.kind, c.status, c.payment_id, c.deposit_reference, c.provider, c.provider_payment_id,
   c.debit_reason, c.source_reference, c.original_credit_id, c.mt5_login, c.customer_id,
   c.amount_minor, c.currency, c.payment_amount_minor, c.payment_currency, c.fx_rate, c.attempts,
-  c.claim_token, c.silent_lookups, c.mt5_deal_ticket, c.repair_id,
+  c.claim_token, c.silent_lookups, c.mt5_deal_ticket, c.repair_id, c.credit_reason, c.withdrawal_id,
   (extract(epoch FROM c.first_claimed_at) * 1000)::bigint AS first_claimed_at_ms,
   (extract(epoch FROM c.claimed_at) * 1000)::bigint AS claimed_at_ms
 """
@@ -128,7 +130,8 @@ class PgCreditClaims:
             f"""WITH picked AS MATERIALIZED (
                   SELECT p.id FROM mt5_credits p
                   WHERE p.status = 'pending'
-                    AND (p.kind = 'credit' OR EXISTS (SELECT 1 FROM mt5_credits o
+                    AND (p.kind = 'credit' OR p.original_credit_id IS NULL
+                         OR EXISTS (SELECT 1 FROM mt5_credits o
                          WHERE o.id = p.original_credit_id AND o.status = 'done'))
                   ORDER BY p.id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
                 UPDATE mt5_credits c SET status = 'claimed', claimed_at = now(),

@@ -22,13 +22,29 @@ from backbone.outbox.writer import OutboxWriter
 from psycopg.types.json import Jsonb
 
 from mt5_credit.adapters.postgres_claims import PgCreditClaims
+from mt5_credit.application.events import payout_command
 from mt5_credit.domain.fx import FxQuote
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
 from mt5_credit.domain.model import CreditRow, CreditStatus
 from mt5_credit.domain.repairs import RepairRef
+from mt5_credit.domain.withdrawals import Withdrawal, WithdrawalStatus
 
 EVENTS_TOPIC = "mt5.credit-events"  # logical name; topic_name() adds the namespace
 OUTCOMES_TOPIC = "recon.repair-outcomes"  # where repairs are answered
+COMMANDS_TOPIC = "payments.commands"  # payment-state's commands: CreatePayout after a withdrawal debit
+
+WITHDRAWAL_COLUMNS = """w.withdrawal_id, w.merchant_id, w.customer_id, w.mt5_login, w.amount_minor,
+  w.currency,
+  w.destination_token, w.source_payment_id, w.deposit_reference, w.provider, w.status,
+  w.approval_required, w.command_digest, w.prepared_by, w.approved_by, w.debit_id, w.return_id"""
+
+
+def withdrawal_of(r: tuple[Any, ...]) -> Withdrawal:
+    return Withdrawal(
+        str(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), str(r[5]), str(r[6]), str(r[7]),
+        str(r[8]), str(r[9]), WithdrawalStatus(r[10]), bool(r[11]), str(r[12]), r[13], r[14],
+        None if r[15] is None else int(r[15]), None if r[16] is None else int(r[16]),
+    )  # fmt: skip
 
 
 class PgCreditStore(PgCreditClaims):
@@ -67,6 +83,58 @@ class PgCreditStore(PgCreditClaims):
         invariant(self._outbox is not None, "this store was opened without an outbox")
         assert self._outbox is not None
         self._outbox.add(self._conn, topic_name(OUTCOMES_TOPIC), "RepairOutcome", payment_id, body)
+
+    # -- withdrawals -----------------------------------------------------------------------------
+
+    def load_withdrawal(self, withdrawal_id: str) -> Withdrawal | None:
+        row = self._conn.execute(
+            f"SELECT {WITHDRAWAL_COLUMNS} FROM withdrawals w WHERE w.withdrawal_id = %s", (withdrawal_id,)
+        ).fetchone()
+        return None if row is None else withdrawal_of(row)
+
+    def move_withdrawal(
+        self,
+        withdrawal_id: str,
+        from_statuses: frozenset[WithdrawalStatus],
+        to: WithdrawalStatus,
+        reason: str,
+        *,
+        return_id: int | None = None,
+        payout_failure: str | None = None,
+    ) -> bool:
+        moved = self._conn.execute(
+            """UPDATE withdrawals SET status = %s, last_reason = %s, updated_at = now(),
+                 return_id = COALESCE(%s, return_id), payout_failure = COALESCE(%s, payout_failure)
+               WHERE withdrawal_id = %s AND status = ANY(%s) RETURNING 1""",
+            (
+                to.value,
+                reason[:1000],
+                return_id,
+                payout_failure,
+                withdrawal_id,
+                [s.value for s in from_statuses],
+            ),
+        ).fetchone()
+        if moved is not None:
+            self.audit_withdrawal(withdrawal_id, "mt5_credit", to.value, "done", reason)
+        return moved is not None
+
+    def audit_withdrawal(
+        self, withdrawal_id: str, actor: str, action: str, outcome: str, reason: str | None
+    ) -> None:
+        self._conn.execute(
+            "INSERT INTO withdrawal_audit (withdrawal_id, actor, action, outcome, reason)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (withdrawal_id, actor, action, outcome, None if reason is None else reason[:1000]),
+        )
+
+    def publish_payout(self, withdrawal: Withdrawal, debit: CreditRow) -> None:
+        invariant(self._outbox is not None, "this store was opened without an outbox")
+        assert self._outbox is not None
+        self._outbox.add(
+            self._conn, topic_name(COMMANDS_TOPIC), "CreatePayout", withdrawal.withdrawal_id,
+            payout_command(withdrawal, debit), correlation_id=withdrawal.withdrawal_id,
+        )  # fmt: skip
 
     # -- accounts and intents -------------------------------------------------------------------
 
@@ -140,7 +208,8 @@ class PgCreditStore(PgCreditClaims):
     def credit_source_for_deposit(self, deposit_reference: str) -> str | None:
         """The source key of the credit already made for a deposit intent, if any."""
         row = self._conn.execute(
-            "SELECT source_key FROM mt5_credits WHERE deposit_reference = %s AND kind = 'credit'",
+            "SELECT source_key FROM mt5_credits WHERE deposit_reference = %s AND kind = 'credit'"
+            " AND credit_reason = 'deposit' ORDER BY id LIMIT 1",
             (deposit_reference,),
         ).fetchone()
         return None if row is None else str(row[0])
@@ -149,7 +218,7 @@ class PgCreditStore(PgCreditClaims):
         """A credit of the deposit that MT5 confirmed, if any (its row id)."""
         row = self._conn.execute(
             "SELECT id FROM mt5_credits WHERE deposit_reference = %s AND kind = 'credit' AND status = 'done'"
-            " ORDER BY id LIMIT 1",
+            " AND credit_reason = 'deposit' ORDER BY id LIMIT 1",
             (deposit_reference,),
         ).fetchone()
         return None if row is None else int(row[0])
@@ -172,6 +241,7 @@ class PgCreditStore(PgCreditClaims):
                                 WHERE d.original_credit_id = c.id AND d.status <> 'failed'), 0),
                       c.fx_rate, c.fx_source, (extract(epoch FROM c.fx_taken_at) * 1000)::bigint
                FROM mt5_credits c WHERE c.deposit_reference = %s AND c.kind = 'credit'
+                 AND c.credit_reason = 'deposit'
                ORDER BY (c.status = 'done') DESC, c.id LIMIT 1 FOR UPDATE""",
             (deposit_reference,),
         ).fetchone()
@@ -206,10 +276,11 @@ class PgCreditStore(PgCreditClaims):
             """INSERT INTO mt5_credits (kind, source_key, payment_id, deposit_reference, provider,
                  provider_payment_id, debit_reason, source_reference, original_credit_id, mt5_login,
                  customer_id, amount_minor, currency, payment_amount_minor, payment_currency,
-                 fx_rate, fx_source, fx_taken_at, repair_id, repair)
+                 fx_rate, fx_source, fx_taken_at, repair_id, repair, credit_reason, withdrawal_id,
+                 payment_method_token)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
                        CASE WHEN %s::bigint IS NULL THEN NULL ELSE to_timestamp(%s::bigint / 1000.0) END,
-                       %s, %s)
+                       %s, %s, %s, %s, %s)
                ON CONFLICT (source_key) DO NOTHING RETURNING id""",
             (
                 row.kind.value,
@@ -233,6 +304,9 @@ class PgCreditStore(PgCreditClaims):
                 None if fx is None else fx.taken_at_ms,
                 None if row.repair is None else row.repair.repair_id,
                 None if row.repair is None else Jsonb(row.repair.to_json()),
+                row.credit_reason.value,
+                row.withdrawal_id,
+                row.payment_method_token,
             ),
         ).fetchone()
         if found is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mt5_credit.domain.model import CreditKind, CreditRow
+from mt5_credit.domain.withdrawals import Withdrawal
 
 
 def _fx_rate(row: CreditRow) -> str | None:
@@ -28,6 +29,8 @@ def credited(row: CreditRow, ticket: int) -> tuple[str, dict[str, Any]]:
         "payment_amount_minor": row.payment_amount_minor,
         "payment_currency": row.payment_currency,
         "fx_rate": _fx_rate(row),
+        "credit_reason": row.credit_reason.value,
+        "withdrawal_id": row.withdrawal_id,
     }
 
 
@@ -75,3 +78,19 @@ def needs_attention(row: CreditRow, status: str, reason: str) -> tuple[str, dict
 
 def done_event(row: CreditRow, ticket: int) -> tuple[str, dict[str, Any]]:
     return credited(row, ticket) if row.kind is CreditKind.CREDIT else debited(row, ticket)
+
+
+def payout_command(w: Withdrawal, debit: CreditRow) -> dict[str, Any]:
+    """``CreatePayout`` for payment-state, once the withdrawal's MT5 debit is done."""
+    return {
+        "merchant_id": w.merchant_id,
+        "idempotency_key": w.withdrawal_id,
+        "withdrawal_id": w.withdrawal_id,
+        "provider": w.provider,
+        "amount_minor": w.amount_minor,
+        "currency": w.currency,
+        "destination_token": w.destination_token,
+        "source_payment_id": w.source_payment_id,
+        "mt5_login": w.mt5_login,
+        "mt5_debit_id": debit.id,
+    }

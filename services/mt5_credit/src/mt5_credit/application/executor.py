@@ -15,10 +15,10 @@ from backbone import failpoints
 from backbone.invariants import invariant
 from backbone.logs import get_logger
 
-from mt5_credit.application import events, metrics, outcomes
+from mt5_credit.application import events, metrics, outcomes, withdrawal_steps
 from mt5_credit.application.ports import Applied, CreditStore, Mt5Port, NoAnswer, Refused
 from mt5_credit.domain.intake import Account, precheck
-from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, mt5_comment, signed_amount_minor
+from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, signed_amount_minor
 
 log = get_logger("mt5_credit.executor")
 
@@ -91,7 +91,7 @@ class Executor:
         if row is None:
             return
         failpoints.hit("mt5_credit.after_claim")
-        comment = mt5_comment(row.kind, row.id)
+        comment = row.comment
         check_margin = CHECK_MARGIN_CREDIT if row.kind is CreditKind.CREDIT else CHECK_MARGIN_DEBIT
         started = time.monotonic()  # the call's start: the resolver's "surely dead" wait counts from it
         outcome = self._mt5.balance(
@@ -120,6 +120,7 @@ class Executor:
                     if done:  # the gateway logged the call and its ticket already
                         self._store.publish(row, events.done_event(row, ticket))
                         outcomes.answer(self._store, row, "executed", "MT5 applied it", ticket)
+                        withdrawal_steps.row_done(self._store, row, ticket)
                 case Refused(retcode=retcode, reason=reason):
                     self._fail(row, None if retcode is None else str(retcode), reason, case_kind="rejected")
                 case NoAnswer(reason=why, sent=sent):
@@ -170,6 +171,7 @@ class Executor:
         if not self._store.finish(row, CreditStatus.FAILED, reason, retcode=retcode):
             return
         outcomes.answer(self._store, row, "refused", f"MT5 or its pre-check refused it: {reason}")
+        withdrawal_steps.row_failed(self._store, row, reason)
         self._store.open_case(
             f"credit:{row.id}",
             case_kind,

@@ -15,15 +15,16 @@ from typing import Any
 from backbone.consumer.messages import InboundEvent, UnitOfWork
 from backbone.logs import get_logger
 
-from mt5_credit.application import outcomes
+from mt5_credit.application import outcomes, withdrawal_steps
 from mt5_credit.application.ports import CreditStore, RateSource
+from mt5_credit.application.withdrawal_steps import PAYOUT_EVENTS
 from mt5_credit.domain import repairs
 from mt5_credit.domain.intake import Captured, NewRow, OpenCase, TakenBack, plan_credit, plan_debit
 from mt5_credit.domain.model import DebitReason
 
 log = get_logger("mt5_credit.intake")
 
-CONSUMED_TYPES = frozenset({"PaymentCaptured", "RefundSucceeded", "ChargebackReceived"})
+CONSUMED_TYPES = frozenset({"PaymentCaptured", "RefundSucceeded", "ChargebackReceived"}) | PAYOUT_EVENTS
 
 
 class Intake:
@@ -46,6 +47,8 @@ class Intake:
                 self._taken_back(store, payment_id, DebitReason.CHARGEBACK, body["chargeback_id"], body)
             case "ExecuteRepair":
                 self._repair(store, payment_id, body)
+            case "PayoutPaid" | "PayoutFailed" | "PayoutReturned":
+                withdrawal_steps.payout_fact(store, event.event_type, payment_id, body)
             case _:
                 pass  # other payment events are not money for MT5
 
@@ -57,6 +60,7 @@ class Intake:
             amount_minor=body["amount_minor"],
             currency=body["currency"],
             deposit_reference=body["deposit_reference"],
+            payment_method_token=body.get("payment_method_token"),
         )
         ref = fact.deposit_reference
         intent = None if ref is None else store.load_intent(ref)

@@ -13,7 +13,7 @@ from typing import Any, Final
 from backbone.repairs import outcome_body
 
 from mt5_credit.application.ports import CreditStore
-from mt5_credit.domain.model import CreditKind, CreditRow, mt5_comment
+from mt5_credit.domain.model import CreditKind, CreditRow
 from mt5_credit.domain.repairs import RepairRef
 
 EXECUTED_BY: Final = "mt5_credit"
@@ -44,7 +44,7 @@ def answer(store: CreditStore, row: CreditRow, outcome: str, detail: str, ticket
     if ref is None:
         return
     kind = "credit" if row.kind is CreditKind.CREDIT else "debit"
-    reference = f"{kind} row {row.id}, comment {mt5_comment(row.kind, row.id)}"
+    reference = f"{kind} row {row.id}, comment {row.comment}"
     if ticket is not None:
         reference += f", deal {ticket}"
     store.publish_outcome(row.payment_id, _body(ref, outcome, detail, reference))

@@ -15,6 +15,7 @@ from mt5_credit.domain.fx import FxQuote
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow, OriginalCredit
 from mt5_credit.domain.model import CreditRow, CreditStatus
 from mt5_credit.domain.repairs import RepairRef
+from mt5_credit.domain.withdrawals import Withdrawal, WithdrawalStatus
 
 # The outcomes are backbone.mt5's own, used as they are (one vocabulary from the gateway to the
 # statuses): a balance call is Applied | Refused | NoAnswer, a lookup Found | Absent | Conflict | NoAnswer.
@@ -173,6 +174,26 @@ class CreditStore(Protocol):
     def load_row(self, credit_id: int) -> CreditRow | None: ...
     def count_by_status(self) -> dict[str, int]: ...
     def oldest_unknown_age_s(self) -> float: ...
+
+    # withdrawals (docs/adr/0008): the steps the flow takes after a request was approved
+    def load_withdrawal(self, withdrawal_id: str) -> Withdrawal | None: ...
+    def move_withdrawal(
+        self,
+        withdrawal_id: str,
+        from_statuses: frozenset[WithdrawalStatus],
+        to: WithdrawalStatus,
+        reason: str,
+        *,
+        return_id: int | None = None,
+        payout_failure: str | None = None,
+    ) -> bool:
+        """One conditional UPDATE (``status IN from_statuses``) and its audit line; False if it moved."""
+        ...
+
+    def publish_payout(self, withdrawal: Withdrawal, debit: CreditRow) -> None:
+        """The ``CreatePayout`` command for payment-state (key: the withdrawal id), in the
+        store's transaction: the debit done and the payout asked commit together."""
+        ...
 
     # events
     def publish(self, row: CreditRow, event: tuple[str, dict[str, Any]]) -> None:

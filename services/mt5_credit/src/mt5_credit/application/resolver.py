@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from backbone.logs import get_logger
 
-from mt5_credit.application import events, metrics, outcomes
+from mt5_credit.application import events, metrics, outcomes, withdrawal_steps
 from mt5_credit.application.ports import (
     Absent,
     Conflict,
@@ -23,7 +23,7 @@ from mt5_credit.application.ports import (
     Mt5Port,
     NoAnswer,
 )
-from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, mt5_comment, signed_amount_minor
+from mt5_credit.domain.model import CreditKind, CreditRow, CreditStatus, signed_amount_minor
 from mt5_credit.domain.resolve import LookupKind, ResolveTiming, after_lookup, backoff_ms, lookup_window_ms
 
 log = get_logger("mt5_credit.resolver")
@@ -67,7 +67,7 @@ class Resolver:
         )
         return self._mt5.find_balance_deal(
             row.mt5_login,
-            mt5_comment(row.kind, row.id),
+            row.comment,
             signed_amount_minor(row.kind, row.amount_minor),
             row.currency,
             from_ms,
@@ -106,6 +106,7 @@ class Resolver:
             if ticket is not None:
                 self._store.publish(row, events.done_event(row, ticket))
                 outcomes.answer(self._store, row, "executed", f"MT5 applied it ({reason})", ticket)
+                withdrawal_steps.row_done(self._store, row, ticket)
             if verdict.needs_person and self._store.open_case(
                 f"credit:{row.id}",
                 kind.value,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from backbone.invariants import invariant
 
 from mt5_credit.domain.fx import FxQuote, convert_minor, proportional_minor
-from mt5_credit.domain.model import CreditKind, CreditStatus, DebitReason
+from mt5_credit.domain.model import CreditKind, CreditReason, CreditStatus, DebitReason
 
 if TYPE_CHECKING:
     from mt5_credit.domain.repairs import RepairRef
@@ -48,6 +48,7 @@ class Captured:
     amount_minor: int
     currency: str
     deposit_reference: str | None
+    payment_method_token: str | None = None  # PaymentCaptured v2: the card's token, kept on the row
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,9 @@ class NewRow:
     debit_reason: DebitReason | None = None
     original_credit_id: int | None = None
     repair: RepairRef | None = None  # the approved repair this row executes (its own business key)
+    credit_reason: CreditReason = CreditReason.DEPOSIT
+    withdrawal_id: str | None = None  # a withdrawal's debit or give-back credit
+    payment_method_token: str | None = None  # the card a deposit was paid with (a destination later)
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,7 @@ def plan_credit(
         payment_amount_minor=fact.amount_minor,
         payment_currency=fact.currency,
         fx=converted.quote,
+        payment_method_token=fact.payment_method_token,
     )
 
 

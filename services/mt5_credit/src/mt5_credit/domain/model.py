@@ -31,6 +31,12 @@ class CreditKind(StrEnum):
 class DebitReason(StrEnum):
     REFUND = "refund"
     CHARGEBACK = "chargeback"
+    WITHDRAWAL = "withdrawal"  # a client's withdrawal (docs/adr/0008): reverses no credit
+
+
+class CreditReason(StrEnum):
+    DEPOSIT = "deposit"  # a captured deposit (also a repair credit for one)
+    WITHDRAWAL_RETURN = "withdrawal_return"  # a withdrawal's payout failed or came back
 
 
 class CreditStatus(StrEnum):
@@ -52,6 +58,9 @@ _TRANSITIONS: Final[dict[CreditStatus, frozenset[CreditStatus]]] = {
 }
 
 _COMMENT_PREFIX: Final[dict[CreditKind, str]] = {CreditKind.CREDIT: "dep:", CreditKind.DEBIT: "dbt:"}
+# Withdrawal rows have their own references, so a deal says what it was without our database.
+WITHDRAWAL_PREFIX: Final = "wdr:"
+WITHDRAWAL_RETURN_PREFIX: Final = "wbk:"
 
 
 def can_move(current: CreditStatus, target: CreditStatus) -> bool:
@@ -59,10 +68,15 @@ def can_move(current: CreditStatus, target: CreditStatus) -> bool:
     return target in _TRANSITIONS[current]
 
 
-def mt5_comment(kind: CreditKind, row_id: int) -> str:
-    """The compact reference written into the MT5 deal comment: ``dep:<id>`` or ``dbt:<id>``."""
+def mt5_comment(kind: CreditKind, row_id: int, *, withdrawal: bool = False) -> str:
+    """The compact reference written into the MT5 deal comment: ``dep:<id>`` or ``dbt:<id>``; for a
+    withdrawal's debit ``wdr:<id>`` and for its give-back credit ``wbk:<id>``."""
     invariant(row_id > 0, f"row id must be positive, got {row_id}")
-    comment = f"{_COMMENT_PREFIX[kind]}{row_id}"
+    if withdrawal:
+        prefix = WITHDRAWAL_PREFIX if kind is CreditKind.DEBIT else WITHDRAWAL_RETURN_PREFIX
+    else:
+        prefix = _COMMENT_PREFIX[kind]
+    comment = f"{prefix}{row_id}"
     invariant(len(comment) <= MT5_COMMENT_CHARS_MAX, f"comment {comment!r} longer than MT5 keeps")
     return comment
 
@@ -102,3 +116,10 @@ class CreditRow:
     silent_lookups: int
     mt5_deal_ticket: int | None
     repair_id: int | None = None  # set on a row that executes an approved repair
+    credit_reason: CreditReason = CreditReason.DEPOSIT
+    withdrawal_id: str | None = None  # set on a withdrawal's debit and on its give-back credit
+
+    @property
+    def comment(self) -> str:
+        """The MT5 deal comment of this row, the same on every attempt."""
+        return mt5_comment(self.kind, self.id, withdrawal=self.withdrawal_id is not None)
