@@ -47,6 +47,11 @@ OPERATORS: Final = {
     "alice": ("system-operator-alice-0123456789", "cases:view,cases:work,repairs:propose,repairs:approve"),
     "bob": ("system-operator-bob-0123456789", "cases:view,cases:work,repairs:propose,repairs:approve"),
 }
+# mt5-credit's operators (withdrawals): the same people, their own tokens for this service
+CREDIT_OPERATORS: Final = {
+    "alice": ("system-credit-alice-0123456789", "withdrawals:view,withdrawals:prepare,withdrawals:approve"),
+    "bob": ("system-credit-bob-0123456789", "withdrawals:view,withdrawals:prepare,withdrawals:approve"),
+}
 LEDGER_ROLE: Final = "ledger_app_test"  # shared by every test database (roles are cluster-wide)
 LEDGER_ROLE_PASSWORD: Final = "ledger_app_test"  # noqa: S105 - a throwaway role on a dev cluster
 MT5_GROUP: Final = "real\\usd"
@@ -272,17 +277,26 @@ class System:
         url, port = self._db("mt5_credit"), free_port()
         self.urls.mt5_credit = f"http://127.0.0.1:{port}"
         db = {"DATABASE_URL": url, "FX_RATES": FX_RATES}
-        api_env = {
-            **db,
-            "HTTP_PORT": str(port),
-            "MT5_CREDIT_API_TOKENS": f"{CREDIT_TOKEN}={MERCHANT}",
-            "MT5_CREDIT_ADMIN_TOKEN": CREDIT_ADMIN_TOKEN,
-        }
         mt5 = {
             "MT5_WEBAPI_URL": self.mt5.url,
             "MT5_MANAGER_LOGIN": str(MANAGER_LOGIN),
             "MT5_MANAGER_PASSWORD": MANAGER_PASSWORD,
             **MT5_WORKER_ENV,
+        }
+        operators = self.workdir / "mt5_credit-operators"
+        operators.write_text(
+            "".join(
+                f"{who} {perms} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
+                for who, (token, perms) in CREDIT_OPERATORS.items()
+            )
+        )
+        api_env = {
+            **db,
+            **mt5,
+            "HTTP_PORT": str(port),
+            "MT5_CREDIT_API_TOKENS": f"{CREDIT_TOKEN}={MERCHANT}",
+            "MT5_CREDIT_ADMIN_TOKEN": CREDIT_ADMIN_TOKEN,
+            "MT5_CREDIT_OPERATORS_FILE": str(operators),
         }
         self._run("mt5_credit-api", ["-m", "mt5_credit", "api"], api_env)
         self._run("mt5_credit-consume", ["-m", "mt5_credit", "consume"], {**db, **CONSUMER_ENV})
@@ -474,6 +488,57 @@ class System:
 
         wait_until(reached, timeout_s, f"credits of {ref} to be {statuses}")
         return self.credits(ref)
+
+    # withdrawals (docs/adr/0008): the broker's server asks, two operators approve
+
+    def request_withdrawal(
+        self,
+        customer: str,
+        login: int,
+        amount_minor: int,
+        card: str,
+        currency: str = "USD",
+        key: str | None = None,
+    ) -> tuple[int, Any]:
+        """``POST /v1/withdrawals`` as the broker's server; (status, body)."""
+        body = {
+            "customer_id": customer,
+            "mt5_login": login,
+            "amount_minor": amount_minor,
+            "currency": currency,
+            "destination_token": card,
+        }
+        return self.http(
+            "POST", f"{self.urls.mt5_credit}/v1/withdrawals", body, token=CREDIT_TOKEN, key=key or new_key()
+        )
+
+    def credit_api(self, operator: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """One call of mt5-credit's API as ``operator`` (a name of ``CREDIT_OPERATORS``)."""
+        return self.http(method, self.urls.mt5_credit + path, body, token=CREDIT_OPERATORS[operator][0])
+
+    def approve_withdrawal(self, wid: str, maker: str = "alice", checker: str = "bob") -> dict[str, Any]:
+        """Prepared by ``maker``, approved by ``checker`` with the digest the preparation showed."""
+        status, prepared = self.credit_api(
+            maker, "POST", f"/v1/withdrawals/{wid}/prepare", {"reason": "checked"}
+        )
+        assert status == 200, prepared
+        status, approved = self.credit_api(
+            checker,
+            "POST",
+            f"/v1/withdrawals/{wid}/approve",
+            {"command_digest": prepared["command_digest"], "reason": "second pair of eyes"},
+        )
+        assert status == 200, approved
+        return dict(approved)
+
+    def withdrawal(self, wid: str) -> dict[str, Any]:
+        status, body = self.http("GET", f"{self.urls.mt5_credit}/v1/withdrawals/{wid}", token=CREDIT_TOKEN)
+        assert status == 200, body
+        return dict(body)
+
+    def wait_withdrawal(self, wid: str, status: str, timeout_s: float = 60) -> dict[str, Any]:
+        wait_until(lambda: self.withdrawal(wid)["status"] == status, timeout_s, f"withdrawal {status}")
+        return self.withdrawal(wid)
 
     def psp_write(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         return self.http("POST", self.urls.psp + path, body, token=PSP_API_KEY, key=new_key())

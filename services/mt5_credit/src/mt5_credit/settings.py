@@ -8,6 +8,7 @@ looks a deal up (the original call must surely be dead).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Final
 
 from backbone.consumer.settings import ConsumerSettings
@@ -20,6 +21,20 @@ SERVICE_NAME: Final = "mt5_credit"  # as in schemas/topics.toml (the producer of
 CONSUMED_TOPIC: Final = "payments.events"  # logical name; topic_name() adds the namespace
 REPAIRS_TOPIC: Final = "recon.repair-commands"  # approved repairs from the reconciler
 FX_DOC = "fixed FX table like EUR:USD=1.0835,GBP:USD=1.2710 (units of the second per one of the first)"
+
+
+def _not_negative(value: int) -> None:
+    if value < 0:
+        raise ValueError("must not be negative")
+
+
+def _percent(value: str) -> None:
+    try:
+        parsed = Decimal(value)
+    except InvalidOperation as exc:
+        raise ValueError("not a decimal number") from exc
+    if not parsed.is_finite() or parsed < 0:
+        raise ValueError("must be a non-negative decimal")
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,24 @@ class HttpSettings:
     port: int = setting("HTTP_PORT", 8083)
     fx_rates: str = setting("FX_RATES", "", doc=FX_DOC, check=FixedRates.parse)
     body_bytes_max: int = setting("HTTP_BODY_BYTES_MAX", 16_384)
+    operators_file: str = setting(
+        "MT5_CREDIT_OPERATORS_FILE",
+        "",
+        doc="lines '<operator> <permission,...> sha256:<hex of the token>' (backbone.tokens), permissions"
+        " withdrawals:view, withdrawals:prepare, withdrawals:approve; empty: no operator endpoints",
+    )
+    withdrawal_approval_above_minor: int = setting(
+        "WITHDRAWAL_APPROVAL_ABOVE_MINOR",
+        0,
+        doc="withdrawals above this amount (minor units) need two operators; 0: every withdrawal",
+        check=_not_negative,
+    )
+    withdrawal_margin_level_floor_pct: str = setting(
+        "WITHDRAWAL_MARGIN_LEVEL_FLOOR_PCT",
+        "100",
+        doc="the margin level (%) an account with margin in use must keep after a withdrawal",
+        check=_percent,
+    )
 
 
 # kw_only: the two backbone settings given defaults here come before required ones in the base class.

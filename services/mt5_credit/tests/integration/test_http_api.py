@@ -25,6 +25,10 @@ def api(stack: Stack, tmp_path: Path) -> Iterator[tuple[Client, str]]:
             "MT5_CREDIT_API_TOKENS": f"{TOKEN_A}=merchant-a,{TOKEN_B}=merchant-b",
             "MT5_CREDIT_ADMIN_TOKEN": ADMIN,
             "FX_RATES": "EUR:USD=1.0835",
+            # withdrawals read MT5's free margin; nothing listens here (they are tested end to end)
+            "MT5_WEBAPI_URL": "http://127.0.0.1:1",
+            "MT5_MANAGER_LOGIN": "1000",
+            "MT5_MANAGER_PASSWORD": "unused-here",
         }
         proc = Proc(["-m", "mt5_credit", "api"], env, tmp_path / "http.log")
         client = Client(f"http://127.0.0.1:{port}")

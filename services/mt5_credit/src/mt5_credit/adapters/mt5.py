@@ -16,6 +16,7 @@ from backbone.mt5 import (
     Mt5GatewaySettings,
     NoAnswer,
     ServerTime,
+    TradeStateResult,
 )
 from backbone.settings import load_settings_or_exit
 
@@ -55,6 +56,10 @@ class GatewayMt5:
         return self._gateway.find_balance_deal(
             login, comment, amount_minor, currency, DEAL_TYPE, from_ms // 1000, -(-to_ms // 1000)
         )
+
+    def trade_state(self, login: int) -> TradeStateResult:
+        """Balance, equity, margin and free margin now (``user/account/get``)."""
+        return self._gateway.trade_state(login)
 
     def server_time_ms(self) -> int | None:
         result = self._gateway.server_time()

@@ -14,6 +14,8 @@ import hmac
 import json
 import re
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from pathlib import Path
 from typing import Any, Final, assert_never
 
 from aiohttp import web
@@ -22,14 +24,19 @@ from backbone.http import service_app, watch
 from backbone.logs import configure_logging, get_logger
 from backbone.money import currency_exponent
 from backbone.outage import Dependency
+from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import make_pool
 from backbone.settings import load_settings_or_exit
+from backbone.tokens import Tokens
 from psycopg_pool import ConnectionPool
 
 from mt5_credit import bootstrap
+from mt5_credit.adapters.mt5 import GatewayMt5
+from mt5_credit.adapters.pg_withdrawals import Accepted, DeskConfig, PgWithdrawalDesk, TradeStatePort
 from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.application.intents import Created, IntentRefused, IntentRequest, create_intent
 from mt5_credit.domain.intake import Account
+from mt5_credit.domain.withdrawals import Refusal, WithdrawalRequest, WithdrawalStatus
 from mt5_credit.settings import HttpSettings
 
 log = get_logger("mt5_credit.http")
@@ -45,9 +52,23 @@ def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message}}, status=status)
 
 
+OPERATOR_PERMISSIONS: Final = frozenset({"withdrawals:view", "withdrawals:prepare", "withdrawals:approve"})
+_WID_RE: Final = re.compile(r"^wd_[0-9a-f]{32}$")
+_TOKEN_RE: Final = re.compile(r"^[A-Za-z0-9_]{3,128}$")
+_DIGEST_RE: Final = re.compile(r"^[0-9a-f]{64}$")
+LIST_LIMIT_MAX: Final = 500
+
+
 class Api:
     def __init__(
-        self, settings: HttpSettings, pool: ConnectionPool, health: Health, database: Dependency | None = None
+        self,
+        settings: HttpSettings,
+        pool: ConnectionPool,
+        health: Health,
+        database: Dependency | None = None,
+        *,
+        mt5: TradeStatePort | None = None,
+        outbox: OutboxWriter | None = None,
     ) -> None:
         self._settings = settings
         self._pool = pool
@@ -56,6 +77,16 @@ class Api:
         self._rates = bootstrap.rates(settings.fx_rates)
         self._tokens = _parse_tokens(settings.api_tokens.reveal())
         self._admin = settings.admin_token.reveal()
+        self._operators = (
+            Tokens.load(Path(settings.operators_file), OPERATOR_PERMISSIONS)
+            if settings.operators_file
+            else None
+        )
+        self._mt5 = mt5
+        self._outbox = outbox
+        self._desk_config = DeskConfig(
+            settings.withdrawal_approval_above_minor, Decimal(settings.withdrawal_margin_level_floor_pct)
+        )
 
     def app(self) -> web.Application:
         app = service_app(client_max_size=self._settings.body_bytes_max, database=self._database)
@@ -65,6 +96,12 @@ class Api:
                 web.post("/deposit-intents", self.post_intent),
                 web.get("/deposit-intents/{ref}", self.get_intent),
                 web.get("/credits/{credit_id}", self.get_credit),
+                web.post("/v1/withdrawals", self.post_withdrawal),
+                web.get("/v1/withdrawals", self.list_withdrawals),
+                web.get("/v1/withdrawals/{wid}", self.get_withdrawal),
+                web.post("/v1/withdrawals/{wid}/prepare", self.prepare_withdrawal),
+                web.post("/v1/withdrawals/{wid}/approve", self.approve_withdrawal),
+                web.post("/v1/withdrawals/{wid}/reject", self.reject_withdrawal),
                 *aiohttp_routes(self._health),
             ]
         )
@@ -183,6 +220,141 @@ class Api:
             return _error(404, "not_found", "no such credit")
         return web.json_response(found)
 
+    # -- withdrawals (docs/adr/0008) -----------------------------------------------------------------
+
+    def _operator(self, request: web.Request, permission: str) -> str | web.Response:
+        if self._operators is None:
+            return _error(401, "unauthorized", "no operators are configured (MT5_CREDIT_OPERATORS_FILE)")
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        caller = self._operators.caller(token) if token else None
+        if caller is None:
+            return _error(401, "unauthorized", "operator token required")
+        if permission not in caller.permissions:
+            return _error(403, "forbidden", f"operator {caller.principal} lacks {permission}")
+        return caller.principal
+
+    def _desk(self, work: Callable[[PgWithdrawalDesk], Any]) -> Any:
+        if self._mt5 is None:
+            raise RuntimeError("the API was started without an MT5 connection")
+        with self._pool.connection() as conn:
+            return work(PgWithdrawalDesk(conn, self._outbox, self._mt5, self._desk_config))
+
+    async def post_withdrawal(self, request: web.Request) -> web.Response:  # noqa: PLR0911 - one per refusal
+        merchant = self._merchant(request)
+        if merchant is None:
+            return _error(401, "unauthorized", "valid bearer token required")
+        key = request.headers.get("Idempotency-Key", "")
+        if not _KEY_RE.match(key):
+            return _error(400, "invalid_idempotency_key", "Idempotency-Key header (8-128 chars) is required")
+        body = await self._json(request)
+        if isinstance(body, web.Response):
+            return body
+        unknown = set(body) - {"customer_id", "mt5_login", "amount_minor", "currency", "destination_token"}
+        if unknown:
+            return _error(400, "invalid_request", f"unknown field(s): {', '.join(sorted(unknown))}")
+        try:
+            req = WithdrawalRequest(
+                merchant_id=merchant,
+                customer_id=_text(body, "customer_id"),
+                mt5_login=_positive_int(body.get("mt5_login")),
+                amount_minor=_positive_int(body.get("amount_minor")),
+                currency=_currency(body, "currency"),
+                destination_token=_token(body, "destination_token"),
+            )
+        except ValueError as exc:
+            return _error(400, "invalid_request", str(exc))
+        result = await asyncio.to_thread(self._desk, lambda desk: desk.request(req, key))
+        match result:
+            case Accepted(view=view, replayed=replayed):
+                log.info("withdrawal_requested", withdrawal_id=view["withdrawal_id"], replayed=replayed)
+                return web.json_response(view, status=200 if replayed else 201)
+            case Refusal(status=status, code=code, message=message):
+                log.info("withdrawal_refused", code=code, mt5_login=req.mt5_login)
+                return _error(status, code, message)
+            case _:
+                assert_never(result)
+
+    async def get_withdrawal(self, request: web.Request) -> web.Response:
+        wid = request.match_info["wid"]
+        if not _WID_RE.match(wid):
+            return _error(404, "not_found", "no such withdrawal")
+        merchant = self._merchant(request)
+        if merchant is None:  # not a server caller: an operator with view permission
+            who = self._operator(request, "withdrawals:view")
+            if isinstance(who, web.Response):
+                return who
+        view = await asyncio.to_thread(self._desk, lambda desk: desk.view(wid, merchant))
+        return _error(404, "not_found", "no such withdrawal") if view is None else web.json_response(view)
+
+    async def list_withdrawals(self, request: web.Request) -> web.Response:
+        who = self._operator(request, "withdrawals:view")
+        if isinstance(who, web.Response):
+            return who
+        unknown = set(request.query) - {"status", "limit"}
+        if unknown:
+            return _error(400, "invalid_request", f"unknown parameter(s): {', '.join(sorted(unknown))}")
+        try:
+            raw = request.query.get("status")
+            status = None if raw is None else WithdrawalStatus(raw)
+            limit = _positive_int(request.query.get("limit", "100"))
+        except ValueError:
+            return _error(
+                400, "invalid_request", "status must be a withdrawal status, limit a positive integer"
+            )
+        if limit > LIST_LIMIT_MAX:
+            return _error(400, "invalid_request", f"limit is at most {LIST_LIMIT_MAX}")
+        rows = await asyncio.to_thread(self._desk, lambda desk: desk.list(status, limit))
+        return web.json_response({"withdrawals": rows})
+
+    async def _operator_act(  # noqa: PLR0911 - one per refusal
+        self,
+        request: web.Request,
+        permission: str,
+        act: Callable[[PgWithdrawalDesk, str, str, dict[str, Any]], Any],
+    ) -> web.Response:
+        who = self._operator(request, permission)
+        if isinstance(who, web.Response):
+            return who
+        wid = request.match_info["wid"]
+        if not _WID_RE.match(wid):
+            return _error(404, "not_found", "no such withdrawal")
+        body = await self._json(request)
+        if isinstance(body, web.Response):
+            return body
+        reason = body.get("reason")
+        if not isinstance(reason, str) or not 1 <= len(reason.strip()) <= 500:
+            return _error(400, "invalid_request", "reason (1-500 characters) is required: every act says why")
+        try:
+            result = await asyncio.to_thread(self._desk, lambda desk: act(desk, wid, who, body))
+        except ValueError as exc:
+            return _error(400, "invalid_request", str(exc))
+        if isinstance(result, Refusal):
+            log.warning("withdrawal_act_refused", withdrawal_id=wid, operator=who, code=result.code)
+            return _error(result.status, result.code, result.message)
+        log.info("withdrawal_act", withdrawal_id=wid, operator=who, permission=permission)
+        return web.json_response(result)
+
+    async def prepare_withdrawal(self, request: web.Request) -> web.Response:
+        return await self._operator_act(
+            request,
+            "withdrawals:prepare",
+            lambda desk, wid, who, body: desk.prepare(wid, who, body["reason"]),
+        )
+
+    async def approve_withdrawal(self, request: web.Request) -> web.Response:
+        def act(desk: PgWithdrawalDesk, wid: str, who: str, body: dict[str, Any]) -> Any:
+            digest = body.get("command_digest")
+            if not isinstance(digest, str) or not _DIGEST_RE.match(digest):
+                raise ValueError("command_digest (64 hex digits, from the prepared withdrawal) is required")
+            return desk.approve(wid, who, digest, body["reason"])
+
+        return await self._operator_act(request, "withdrawals:approve", act)
+
+    async def reject_withdrawal(self, request: web.Request) -> web.Response:
+        return await self._operator_act(
+            request, "withdrawals:prepare", lambda desk, wid, who, body: desk.reject(wid, who, body["reason"])
+        )
+
     def _with_conn(self, work: Callable[[PgCreditStore], Any]) -> Any:
         with self._pool.connection() as conn:
             return work(PgCreditStore(conn))
@@ -258,6 +430,14 @@ def _text(body: dict[str, Any], name: str) -> str:
     return value
 
 
+def _token(body: dict[str, Any], name: str) -> str:
+    """A payment method token (letters, digits, underscores); a card number is refused before this."""
+    value = body.get(name)
+    if not isinstance(value, str) or not _TOKEN_RE.match(value) or value.isdigit():
+        raise ValueError(f"{name} must be a payment method token like pm_card_visa, never a card number")
+    return value
+
+
 def _positive_int(value: object) -> int:
     if isinstance(value, str) and value.isdigit():
         value = int(value)
@@ -305,7 +485,9 @@ def main() -> None:
         autocommit=True,
         timeout_s=POOL_TIMEOUT_S,
     )
-    app = Api(settings, pool, health, database).app()
+    mt5 = GatewayMt5.from_settings()
+    app = Api(settings, pool, health, database, mt5=mt5, outbox=bootstrap.outbox_writer()).app()
+    app.on_cleanup.append(lambda _: asyncio.to_thread(mt5.close))
     watch(app, health, _probe(pool), database)
     app.on_cleanup.append(lambda _: asyncio.to_thread(pool.close))
     web.run_app(app, host=settings.host, port=settings.port, print=None, access_log=None)
