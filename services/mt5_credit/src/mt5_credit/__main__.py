@@ -5,7 +5,8 @@
 - ``worker``: claim -> MT5 -> resolve, in lanes;
 - ``relay``: publishes the outbox to Kafka;
 - ``migrate``: applies the backbone's and mt5-credit's migrations to ``DATABASE_URL``;
-- ``dlq list|replay|discard``: the consumer's dead letters (operators; audited).
+- ``dlq list|replay|discard``: the consumer's dead letters (operators; audited);
+- ``withdrawals request|list|show|prepare|approve|reject``: withdrawals through the HTTP API.
 """
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ def _dlq(argv: list[str]) -> int:
     return consumer.dlq(argv)
 
 
+def _withdrawals(argv: list[str]) -> int:
+    from mt5_credit.entrypoints.withdrawals_cli import app  # noqa: PLC0415
+
+    try:
+        app(argv, prog_name="python -m mt5_credit withdrawals")  # click exits with the command's code
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     commands = {
         "api": _api,
@@ -59,6 +70,7 @@ def main(argv: list[str]) -> int:
         "relay": _relay,
         "migrate": migrate_command("mt5_credit", MIGRATIONS),
         "dlq": _dlq,
+        "withdrawals": _withdrawals,
     }
     return dispatch("mt5_credit", argv, commands, aliases={"http": "api"})
 
