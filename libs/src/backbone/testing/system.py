@@ -355,6 +355,7 @@ class System:
         self._run("reconciler-api", ["-m", "reconciler", "api"], api_env)
         if self.monitor_after_s is not None:
             monitor_env = {
+                "RECON_MONITOR_DATA_DIR": str(self.workdir / "reconciler-monitor-data"),
                 "RECON_MONITOR_CREDIT_AFTER_S": str(self.monitor_after_s),
                 "RECON_MONITOR_JOURNAL_AFTER_S": str(self.monitor_after_s),
                 "RECON_MONITOR_CHECK_INTERVAL_MS": "250",

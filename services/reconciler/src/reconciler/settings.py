@@ -152,6 +152,12 @@ class MonitorSettings:
         topic_name("reconciler-monitor"),
         doc="faust app id: the consumer group and the prefix of its changelog topic",
     )
+    data_dir: str = setting(
+        "RECON_MONITOR_DATA_DIR",
+        "",
+        doc="faust's data directory (its tables live in memory; faust still creates it); empty:"
+        " '<app id>-data' in the working directory",
+    )
     partitions: int = setting(
         "RECON_MONITOR_PARTITIONS",
         0,

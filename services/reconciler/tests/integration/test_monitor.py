@@ -163,6 +163,7 @@ def _start(stack: Stack, prefix: str, log_path: Path, port: int) -> Proc:
         "RECON_MONITOR_CHECK_INTERVAL_MS": "250",
         "RECON_MONITOR_METRICS_PORT": str(port),
         "RECON_MONITOR_PARTITIONS": str(PARTITIONS),
+        "RECON_MONITOR_DATA_DIR": str(log_path.parent / "monitor-data"),
     }
     return Proc(["-m", "reconciler", "monitor"], env, log_path)
 

@@ -99,6 +99,7 @@ class Monitor:
             consumer_auto_offset_reset="earliest",
             processing_guarantee="at_least_once",
             producer_acks=-1,
+            datadir=settings.data_dir or f"{settings.app_id}-data",  # faust's own default when empty
         )
         self._source = self.app.topic(
             *self._sources,
