@@ -10,12 +10,14 @@ import datetime as dt
 import io
 
 import pytest
+from psp_sim.application.config import ConfigError, SimConfig, apply_overrides
 from psp_sim.application.effects import payout_effect
 from psp_sim.application.faults import CALL_KINDS, EFFECT_KINDS, FaultBook, FaultRuleError
 from psp_sim.domain import payouts as p
 from psp_sim.domain import reports as r
 from psp_sim.domain.intents import Refused
 from psp_sim.domain.requests import CreatePayout, Invalid, parse_payout
+from psp_sim.domain.webhooks import RetryPolicy
 
 NOW_MS = 1_773_446_400_000
 
@@ -182,3 +184,16 @@ def test_payout_rows_in_the_settlement_report() -> None:
         ("payout", "", "po_1", "wd_1", "-2500"),
     ]
     assert [(d.amount_minor, d.item_count) for d in r.deposits(rows)] == [(2325, 2)]
+
+
+def test_settle_delay_is_a_checked_control_setting() -> None:
+    """payout_settle_delay_ms: 0 (at once) up to 30 days; anything else is refused by name."""
+    base = SimConfig("", ("whsec_0123456789abcdef",), 60, RetryPolicy(3, 10, 100))
+    assert base.payout_settle_delay_ms == 1000
+    assert apply_overrides(base, {"payout_settle_delay_ms": 0}).payout_settle_delay_ms == 0
+    assert (
+        apply_overrides(base, {"payout_settle_delay_ms": 250}).public_json()["payout_settle_delay_ms"] == 250
+    )
+    for bad in (-1, 1.5, "10", True, 31 * 86_400_000):
+        with pytest.raises(ConfigError, match="payout_settle_delay_ms"):
+            apply_overrides(base, {"payout_settle_delay_ms": bad})
