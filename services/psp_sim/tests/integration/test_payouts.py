@@ -5,6 +5,7 @@ check withdrawal tests rely on."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import csv
 import io
 import json
@@ -128,6 +129,16 @@ def test_same_key_replays_and_a_different_body_is_key_reuse(psp: SimProcess) -> 
     assert again == first
     reused = _pay_out(psp, reference, op=op, amount_minor=2600)
     assert isinstance(reused, Refused) and (reused.status, reused.code) == (409, "idempotency_key_reused")
+    assert psp.payout_count(reference) == 1
+
+
+def test_concurrent_creates_with_one_operation_id_make_one_payout(psp: SimProcess) -> None:
+    """Eight workers send the same payout with the same operation id at once: eight identical answers,
+    exactly one payout for the reference (the key is claimed once, the others replay)."""
+    reference, op = new_id("wd"), new_id("op")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: _pay_out(psp, reference, op=op), range(8)))
+    assert len({_applied(r).id for r in results}) == 1
     assert psp.payout_count(reference) == 1
 
 
@@ -277,6 +288,25 @@ def test_webhook_faults_apply_to_payout_events(psp: SimProcess, receiver: Receiv
     payout = _applied(_pay_out(psp, new_id("wd")))
     got = receiver.wait_for(2, event_type="payout.paid", intent_id=payout.id)
     assert got[0].body == got[1].body
+
+
+def test_webhook_drop_and_reorder_apply_to_payout_events(psp: SimProcess, receiver: Receiver) -> None:
+    """webhook_drop on payout.created: listed as dropped, never sent, while payout.paid arrives;
+    webhook_reorder scoped by our reference: payout.created is held until payout.paid fills the group,
+    then both go newest first."""
+    _delay(psp, 0)
+    psp.fault(kind="webhook_drop", event_type="payout.created", count=1)
+    dropped = _applied(_pay_out(psp, new_id("wd")))
+    receiver.wait_for(1, event_type="payout.paid", intent_id=dropped.id)
+    assert [d["state"] for d in psp.deliveries(event_type="payout.created", intent=dropped.id)] == ["dropped"]
+    assert receiver.events(event_type="payout.created", intent_id=dropped.id) == []
+
+    reference = new_id("wd")
+    psp.fault(kind="webhook_reorder", reference=reference, group_size=2, count=1)
+    _delay(psp, 100)
+    payout = _applied(_pay_out(psp, reference))
+    got = receiver.wait_for(2, intent_id=payout.id)
+    assert [r.event["type"] for r in got] == ["payout.paid", "payout.created"]
 
 
 def test_settlement_rows_for_paid_and_returned_payouts(psp: SimProcess) -> None:
