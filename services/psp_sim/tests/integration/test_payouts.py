@@ -261,6 +261,19 @@ def test_fault_payout_fail_after_pending(psp: SimProcess, receiver: Receiver) ->
     assert event.object.failure_code == "account_closed"
 
 
+def test_a_replay_does_not_spend_a_payout_fault(psp: SimProcess) -> None:
+    """payout_fail with count 2: payout A fails, its replay answers the same without spending the
+    budget, so the next payout B fails too; the one after is paid again."""
+    _delay(psp, 0)
+    psp.fault(kind="payout_fail", count=2)
+    op_a = new_id("op")
+    a = _applied(_pay_out(psp, new_id("wd"), op=op_a))
+    assert _applied(_pay_out(psp, a.reference or "", op=op_a)) == a
+    b = _applied(_pay_out(psp, new_id("wd")))
+    c = _applied(_pay_out(psp, new_id("wd")))
+    assert [x.status for x in (a, b, c)] == [PayoutStatus.FAILED, PayoutStatus.FAILED, PayoutStatus.PAID]
+
+
 def test_return_after_paid(psp: SimProcess, receiver: Receiver) -> None:
     """A paid payout returned over the control API is returned (with the code), sends payout.returned;
     returning it again, or returning a pending payout, is a 400 that changes nothing."""

@@ -361,6 +361,15 @@ async def claim_key(
     return await cur.fetchone() is not None
 
 
+async def key_is_live(conn: Conn, key: str, now_ms: int) -> bool:
+    """Whether ``key`` is recorded and not expired (committed rows only: a concurrent first call with
+    the key is still found by ``claim_key``, which waits for it)."""
+    cur = await conn.execute(
+        "SELECT 1 FROM idempotency_keys WHERE idem_key = %s AND expires_ms > %s", (key, now_ms)
+    )
+    return await cur.fetchone() is not None
+
+
 async def load_key(conn: Conn, key: str) -> StoredResponse | None:
     cur = await conn.execute(
         "SELECT request_digest, response_status, response_body FROM idempotency_keys WHERE idem_key = %s",

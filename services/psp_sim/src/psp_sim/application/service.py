@@ -6,7 +6,8 @@ A write, in order, inside one transaction:
 1. lock the intent it acts on (``SELECT ... FOR UPDATE``; 404 if missing: not recorded);
 2. take the call fault that matches, if any: ``fail_without_apply``/``hang_without_apply`` end here
    with nothing written (not even the idempotency key, so a retry executes);
-3. decide (pure) the complete answer and effect;
+3. decide (pure) the complete answer and effect (when a rule shaping effects is armed, a key already
+   recorded is replayed first, so a replay never spends that rule's budget);
 4. claim the idempotency key with that answer: if the key exists and has not expired, the stored
    answer is replayed when the request digest matches, else 409 ``idempotency_key_reused``, and
    nothing else is written;
@@ -38,7 +39,7 @@ from psp_sim.application.effects import (
     payout_effect,
     refund_effect,
 )
-from psp_sim.application.faults import CALL_KINDS, FaultBook, FaultRule
+from psp_sim.application.faults import CALL_KINDS, EFFECT_KINDS, FaultBook, FaultRule
 from psp_sim.domain import intents as domain
 from psp_sim.domain import payouts
 from psp_sim.domain.fees import FeeSchedule
@@ -272,6 +273,12 @@ class PspService:
             if fault is not None and fault.kind in _NO_EFFECT_KINDS:
                 await self.keep_faults(conn)
                 return Outcome(Response(fault.status, b""), fault)
+            # A replay must not spend the budget of a rule that shapes effects (refund_pending,
+            # payout_refuse, payout_fail): with such rules armed, a key already recorded replays
+            # before deciding. (Without them, the claim below finds it: no extra query per write.)
+            if self._faults.has_any(EFFECT_KINDS) and await store.key_is_live(conn, key, clock_ms):
+                await self.keep_faults(conn)
+                return Outcome(await _replay(conn, key, digest), fault)
             effect = decide(intent, now_s)
             body = dumps(effect.body)
             if not await store.claim_key(conn, key, digest, effect.status, body, clock_ms, ttl_ms):
