@@ -28,7 +28,7 @@ from backbone.ids import new_id
 from backbone.invariants import unreachable
 from psycopg_pool import AsyncConnectionPool
 
-from psp_sim.adapters import queue, store
+from psp_sim.adapters import payout_store, queue, store
 from psp_sim.adapters.queue import NewEvent
 from psp_sim.adapters.store import Conn
 from psp_sim.application.config import ConfigHolder
@@ -242,7 +242,7 @@ class PspService:
         clock_ms = self._clock_ms()
         queued = False
         async with self._pool.connection() as conn, conn.transaction():
-            due = await store.due_payouts(conn, clock_ms, batch_max)
+            due = await payout_store.due_payouts(conn, clock_ms, batch_max)
             for payout in due:
                 decision = payouts.settle(payout, now_s=clock_ms // 1000)
                 effect = payout_effect(payout, decision, txn_id=new_id("txn"), now_s=clock_ms // 1000)
@@ -302,7 +302,7 @@ class PspService:
         if effect.dispute is not None:
             await store.insert_dispute(conn, effect.dispute)
         if effect.payout is not None:
-            await store.save_payout(conn, effect.payout)
+            await payout_store.save_payout(conn, effect.payout)
         for txn in effect.balance:
             await store.insert_balance_txn(conn, txn, business_date(txn.created_s))
         queued, claimed = False, []
@@ -372,14 +372,14 @@ class PspService:
 
     async def retrieve_payout(self, payout_id: str) -> Outcome:
         async with self._pool.connection() as conn:
-            payout = await store.get_payout(conn, payout_id)
+            payout = await payout_store.get_payout(conn, payout_id)
         if payout is None:
             return await self._read((), not_found("payout", payout_id))
         return await self._read((payout.reference,), Response(200, dumps(payout_json(payout))))
 
     async def payouts_by_reference(self, reference: str) -> Outcome:
         async with self._pool.connection() as conn:
-            found = await store.payouts_by_reference(conn, reference)
+            found = await payout_store.payouts_by_reference(conn, reference)
         return await self._read(
             (reference,), Response(200, dumps(list_json([payout_json(p) for p in found])))
         )
