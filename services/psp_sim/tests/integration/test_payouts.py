@@ -182,6 +182,23 @@ def test_bad_input_is_a_clear_4xx_and_creates_nothing(psp: SimProcess) -> None:
     assert psp.payout_count(reference) == 0
 
 
+def test_faults_on_payout_reads_are_no_answer_never_absent(psp: SimProcess) -> None:
+    """A status query that fails (503) or never answers (past the client's timeout) is NoAnswer for
+    both lookups of a payout, never Absent; once the rule is spent the payout is found."""
+    reference = new_id("wd")
+    payout = _applied(_pay_out(psp, reference))
+    psp.fault(kind="fail_without_apply", operation="retrieve", reference=reference, count=1)
+    psp.fault(kind="hang_without_apply", operation="retrieve", reference=reference, hang_ms=2000, count=1)
+    with psp.client(timeout_ms=700) as client:
+        assert client.find_payout_by_reference(reference) == NoAnswer("http_503")
+    # A fresh client: a read failing on a reused connection is retried once (transport), which
+    # would take the answer after the hang rule is spent.
+    with psp.client(timeout_ms=700) as client:
+        assert client.retrieve_payout(payout.id) == NoAnswer("timeout")
+    with psp.client() as client:
+        assert isinstance(client.retrieve_payout(payout.id), Found)
+
+
 def test_a_failing_destination_fails_after_pending(psp: SimProcess, receiver: Receiver) -> None:
     """pm_card_declined is accepted (pending) and then fails with card_declined: payout.failed."""
     _delay(psp, 200)
