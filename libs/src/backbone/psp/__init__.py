@@ -11,6 +11,14 @@ bytes, before anything is parsed) and the reconciler (lookups by our reference):
         case NoAnswer(reason=why): ...        # may have been applied: resolve, never fail
         case _ as never: assert_never(never)
 
+Payouts (money out to a payment method token, ``reference`` = our withdrawal id)::
+
+    match client.create_payout(operation_id, amount_minor=500, currency="EUR",
+                               destination="pm_card_visa", reference=withdrawal_id):
+        case Applied(value=payout): ...      # payout.status: pending, later paid | failed (webhook)
+        case Refused(): ...                  # definite: nothing was created
+        case NoAnswer(): ...                 # find_payout_by_reference before anything else
+
 Contracts: ``results`` (what each HTTP answer maps to), ``signature`` (the header), ``model`` (the
 typed objects and event types). The simulator's README documents the wire format.
 """
@@ -24,12 +32,16 @@ from backbone.psp.model import (
     IntentStatus,
     PaymentError,
     PaymentIntent,
+    Payout,
+    PayoutStatus,
     PspParseError,
     Refund,
     RefundStatus,
     WebhookEvent,
     parse_event_document,
     parse_intent,
+    parse_object,
+    parse_payout,
     parse_refund,
 )
 from backbone.psp.results import (
@@ -41,6 +53,8 @@ from backbone.psp.results import (
     IntentLookup,
     IntentWrite,
     NoAnswer,
+    PayoutLookup,
+    PayoutWrite,
     RefundLookup,
     RefundWrite,
     Refused,
@@ -71,6 +85,10 @@ __all__ = [
     "NoAnswer",
     "PaymentError",
     "PaymentIntent",
+    "Payout",
+    "PayoutLookup",
+    "PayoutStatus",
+    "PayoutWrite",
     "PspClient",
     "PspClientSettings",
     "PspParseError",
@@ -87,6 +105,8 @@ __all__ = [
     "parse_event",
     "parse_event_document",
     "parse_intent",
+    "parse_object",
+    "parse_payout",
     "parse_refund",
     "verify_signature",
 ]

@@ -8,6 +8,7 @@ The mapping (the contract payment-state relies on):
 | 2xx with a valid object                       | Applied      | Found / Absent / Conflict  |
 | 2xx we cannot parse                           | NoAnswer      | NoAnswer                       |
 | 402 card_error carrying the intent            | Declined     | -                             |
+| 402 on a payout create (e.g. card_declined)   | Refused      | -                             |
 | 400 401 403 404 405 413 415 422 + error code  | Refused     | 404 resource_missing: Absent |
 | 409 idempotency_key_reused                    | Refused     | NoAnswer                       |
 | 409 other, 408, 429, 3xx, 5xx, other          | NoAnswer      | NoAnswer                       |
@@ -20,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
-from backbone.psp.model import PspParseError, parse_intent, parse_refund
+from backbone.psp.model import PspParseError, parse_intent, parse_payout, parse_refund
 from backbone.psp.results import (
     Absent,
     Applied,
@@ -29,6 +30,7 @@ from backbone.psp.results import (
     Found,
     IntentWrite,
     NoAnswer,
+    PayoutWrite,
     RefundWrite,
     Refused,
 )
@@ -100,6 +102,20 @@ def refund_write(result: Answer | Failure) -> RefundWrite:
     if 200 <= result.status < 300:
         return _applied(result, parse_refund)
     return _classify_failure(result) if result.status != 402 else NoAnswer("http_402_on_refund")
+
+
+def payout_write(result: Answer | Failure) -> PayoutWrite:
+    """A 402 with an error code is the PSP refusing to create the payout (nothing created): Refused."""
+    if isinstance(result, Failure):
+        return NoAnswer(result.reason)
+    if 200 <= result.status < 300:
+        return _applied(result, parse_payout)
+    if result.status == 402:
+        error = _error_of(result)
+        if error is None:
+            return NoAnswer("http_402_unparseable")
+        return Refused(402, error["code"], str(error.get("message", "")))
+    return _classify_failure(result)
 
 
 def lookup_one(result: Answer | Failure, parse: Callable[[Any], T]) -> Found[T] | Absent | NoAnswer:

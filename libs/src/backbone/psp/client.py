@@ -1,4 +1,4 @@
-"""The PSP client: payment intents and refunds over the PSP's HTTP JSON API, results as closed sets.
+"""The PSP client: payment intents, refunds and payouts over the PSP's HTTP JSON API, results as closed sets.
 
 Every write takes OUR operation id and sends it as the ``Idempotency-Key``: repeating a write with the
 same operation id (after a timeout, a crash, a redelivery) can never apply it twice while the PSP
@@ -19,11 +19,13 @@ from urllib.parse import quote, urlencode
 
 from backbone.invariants import invariant
 from backbone.psp import answers
-from backbone.psp.model import PaymentIntent, Refund, parse_intent, parse_refund
+from backbone.psp.model import PaymentIntent, Refund, parse_intent, parse_payout, parse_refund
 from backbone.psp.results import (
     IntentLookup,
     IntentWrite,
     NoAnswer,
+    PayoutLookup,
+    PayoutWrite,
     RefundLookup,
     RefundWrite,
 )
@@ -174,6 +176,29 @@ class PspClient:
         }
         return answers.refund_write(self._post(operation_id, "/v1/refunds", fields))
 
+    def create_payout(
+        self,
+        operation_id: str,
+        *,
+        amount_minor: int,
+        currency: str,
+        destination: str,
+        reference: str,
+        metadata: Mapping[str, str] | None = None,
+    ) -> PayoutWrite:
+        """Pay ``amount_minor`` out of our PSP balance to ``destination`` (a payment method token);
+        ``reference`` = our withdrawal id. ``Applied`` may be ``pending``: it ends paid or failed later."""
+        _check_amount(amount_minor)
+        invariant(bool(destination) and bool(reference), "a payout needs a destination and a reference")
+        fields = {
+            "amount_minor": amount_minor,
+            "currency": currency,
+            "destination": destination,
+            "reference": reference,
+            "metadata": dict(metadata) if metadata else None,
+        }
+        return answers.payout_write(self._post(operation_id, "/v1/payouts", fields))
+
     # -- reads -----------------------------------------------------------------------------------------
 
     def _get(self, path: str) -> Answer | Failure:
@@ -195,6 +220,14 @@ class PspClient:
     def find_refund_by_reference(self, reference: str) -> RefundLookup:
         result = self._get("/v1/refunds?" + urlencode({"reference": reference}))
         return answers.lookup_list(result, parse_refund, lambda r: r.reference == reference)
+
+    def retrieve_payout(self, payout_id: str) -> PayoutLookup:
+        return answers.lookup_one(self._get(f"/v1/payouts/{quote(payout_id, safe='')}"), parse_payout)
+
+    def find_payout_by_reference(self, reference: str) -> PayoutLookup:
+        """The payout(s) carrying our reference (the withdrawal id): Found, Absent, Conflict, NoAnswer."""
+        result = self._get("/v1/payouts?" + urlencode({"reference": reference}))
+        return answers.lookup_list(result, parse_payout, lambda p: p.reference == reference)
 
     def list_refunds(self, intent_id: str) -> tuple[Refund, ...] | NoAnswer:
         """Every refund of an intent (complete list), or NoAnswer."""

@@ -1,16 +1,17 @@
-"""Typed values of the PSP's objects (payment intent, refund, dispute, webhook event) and their strict
+"""Typed values of the PSP's objects (payment intent, refund, dispute, payout, webhook event) and their strict
 parsing from the PSP's JSON.
 
 Strict on purpose: money is ``int`` minor units (a float, a bool or text is refused), the currency is a
 known ISO-4217 code, the status is one of the documented set, and the amounts must be consistent
 (``received <= amount``, ``refunded + refund_pending <= received``). Anything else raises
-``PspParseError``, which the client turns into ``Unknown``: an answer we cannot read proves nothing.
+``PspParseError``, which the client turns into ``NoAnswer``: an answer we cannot read proves nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final, Literal, cast, get_args
 
@@ -37,6 +38,10 @@ EventType = Literal[
     "refund.succeeded",
     "refund.failed",
     "charge.dispute.created",
+    "payout.created",
+    "payout.paid",
+    "payout.failed",
+    "payout.returned",
 ]
 INTENT_STATUSES: Final = frozenset(get_args(IntentStatus))
 REFUND_STATUSES: Final = frozenset(get_args(RefundStatus))
@@ -103,7 +108,34 @@ class Dispute:
     created_s: int
 
 
-PspObject = PaymentIntent | Refund | Dispute
+class PayoutStatus(StrEnum):
+    """A payout: ``pending -> paid | failed``, ``paid -> returned`` (the bank sent it back, days later)."""
+
+    PENDING = "pending"
+    PAID = "paid"
+    FAILED = "failed"
+    RETURNED = "returned"
+
+
+PAYOUT_STATUSES: Final = frozenset(s.value for s in PayoutStatus)
+
+
+@dataclass(frozen=True, slots=True)
+class Payout:
+    """Money out of our PSP balance to a payment method token; ``reference`` is our withdrawal id."""
+
+    id: str
+    status: PayoutStatus
+    amount_minor: int
+    currency: str
+    destination: str
+    reference: str | None
+    failure_code: str | None
+    failure_message: str | None
+    metadata: Mapping[str, str]
+
+
+PspObject = PaymentIntent | Refund | Dispute | Payout
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,10 +289,37 @@ def parse_dispute(document: Any) -> Dispute:
     )
 
 
+def parse_payout(document: Any) -> Payout:
+    d = _Doc(document, "payout")
+    if d.sub("object") != "payout":
+        raise PspParseError("payout.object: expected 'payout'")
+    payout = Payout(
+        id=d.text("id"),
+        status=PayoutStatus(d.choice("status", PAYOUT_STATUSES)),
+        amount_minor=d.integer("amount_minor"),
+        currency=d.currency(),
+        destination=d.text("destination"),
+        reference=d.optional_text("reference"),
+        failure_code=d.optional_text("failure_code"),
+        failure_message=d.optional_text("failure_message"),
+        metadata=d.metadata(),
+    )
+    if payout.amount_minor <= 0:
+        raise PspParseError("payout.amount_minor: expected a positive amount")
+    # A failed payout says why; a pending or paid one has no failure; a returned one may carry the
+    # bank's return code. A contradiction proves nothing, so it is unreadable.
+    if payout.status is PayoutStatus.FAILED and payout.failure_code is None:
+        raise PspParseError("payout.failure_code: expected on a failed payout")
+    if payout.status in (PayoutStatus.PENDING, PayoutStatus.PAID) and payout.failure_code is not None:
+        raise PspParseError("payout.failure_code: expected null on a pending or paid payout")
+    return payout
+
+
 _PARSERS: Final[dict[str, Callable[[Any], PspObject]]] = {
     "payment_intent": parse_intent,
     "refund": parse_refund,
     "dispute": parse_dispute,
+    "payout": parse_payout,
 }
 
 
@@ -268,7 +327,7 @@ def parse_object(document: Any) -> PspObject:
     kind = document.get("object") if isinstance(document, dict) else None
     parser = _PARSERS.get(kind) if isinstance(kind, str) else None
     if parser is None:
-        raise PspParseError("data.object.object: expected payment_intent, refund or dispute")
+        raise PspParseError("data.object.object: expected payment_intent, refund, dispute or payout")
     return parser(document)
 
 

@@ -73,7 +73,17 @@ def test_refund_and_dispute() -> None:
     assert parse_webhook(webhook_body("evt_4", "charge.dispute.closed", dispute)) == Ignored(
         "charge.dispute.closed"
     )
-    payout = {"id": "po_1", "object": "payout", "amount_minor": 5}
+    # payout.* are documented types now (backbone.psp reads them); this adapter keeps them for audit
+    # until the payout worker acts on them.
+    payout = {
+        "id": "po_1",
+        "object": "payout",
+        "status": "paid",
+        "amount_minor": 5,
+        "currency": "EUR",
+        "destination": "pm_card_visa",
+        "reference": "wd_1",
+    }
     assert parse_webhook(webhook_body("evt_5", "payout.paid", payout)) == Ignored("payout.paid")
 
 

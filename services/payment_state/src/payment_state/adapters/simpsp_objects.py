@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Final
 
-from backbone.psp import EVENT_TYPES, Dispute, Malformed, PaymentIntent, Refund, parse_event
+from backbone.psp import EVENT_TYPES, Dispute, Malformed, PaymentIntent, Payout, Refund, parse_event
 
 from payment_state.application.ports import Ignored, WebhookFact
 from payment_state.domain.facts import DisputeFact, IntentFact, IntentStatus, RefundFact, RefundStatus
@@ -107,3 +107,7 @@ def parse_webhook(raw_body: bytes) -> WebhookFact:
             return (
                 dispute_fact(event.object) if event.type == "charge.dispute.created" else Ignored(event.type)
             )
+        case Payout():
+            # Kept for audit only until the payout worker reads payout.* events (as before backbone.psp
+            # knew payouts: an unknown type was ignored).
+            return Ignored(event.type)

@@ -1,5 +1,6 @@
 """PostgreSQL access of the simulator: intents, refunds, disputes, balance transactions, idempotency
-records, configuration overrides, report discrepancies (the webhook queue is in ``queue``).
+records, configuration overrides, report discrepancies (the webhook queue is in ``queue``, payouts
+in ``payout_store``).
 
 Every function takes the caller's connection: the application decides the transaction (one per API
 write: effect + idempotency record + webhook rows commit together). Values are always parameters.
@@ -284,6 +285,15 @@ async def claim_key(
     return await cur.fetchone() is not None
 
 
+async def key_is_live(conn: Conn, key: str, now_ms: int) -> bool:
+    """Whether ``key`` is recorded and not expired (committed rows only: a concurrent first call with
+    the key is still found by ``claim_key``, which waits for it)."""
+    cur = await conn.execute(
+        "SELECT 1 FROM idempotency_keys WHERE idem_key = %s AND expires_ms > %s", (key, now_ms)
+    )
+    return await cur.fetchone() is not None
+
+
 async def load_key(conn: Conn, key: str) -> StoredResponse | None:
     cur = await conn.execute(
         "SELECT request_digest, response_status, response_body FROM idempotency_keys WHERE idem_key = %s",
@@ -330,6 +340,6 @@ async def save_faults(conn: Conn, snapshot: dict[str, Any]) -> None:
 async def reset(conn: Conn) -> None:
     await conn.execute(
         "TRUNCATE webhook_attempts, webhook_deliveries, webhook_events, balance_transactions, disputes,"
-        " refunds,"
+        " refunds, payouts,"
         " payment_intents, idempotency_keys, report_discrepancies, sim_config RESTART IDENTITY"
     )
