@@ -179,3 +179,89 @@ def test_mt5_timeout_after_apply_is_looked_up_not_sent_again(system: System) -> 
     done = system.withdrawal(wid)
     assert len(_mt5_deals(system, done)) == 1
     assert done["debit"]["attempts"] == 1  # one call: the resolver looked it up, never sent it again
+
+
+# -- the payout (payment-state and the PSP) ------------------------------------------------------------
+
+
+def _payouts(system: System, wid: str) -> int:
+    status, body = system.http("GET", f"{system.urls.psp_control}/control/payouts/count?reference={wid}")
+    assert status == 200, body
+    return int(body["count"])
+
+
+def _approved(system: System, amount_minor: int = 10_000) -> tuple[str, int]:
+    login, customer = _funded(system)
+    wid = _requested(system, login, customer, amount_minor)
+    return wid, login
+
+
+def test_a_withdrawal_is_paid_out_once_and_the_books_follow(system: System) -> None:
+    """Approved by two: one wdr: deal, one PSP payout with our reference, status paid; the ledger books
+    the debit and the payout, and nothing stays in transit for it."""
+    wid, login = _approved(system)
+    system.approve_withdrawal(wid)
+    done = system.wait_withdrawal(wid, "paid", timeout_s=90)
+    assert len(_mt5_deals(system, done)) == 1 and _payouts(system, wid) == 1
+    assert system.mt5 is not None
+    assert system.mt5.control.account(login)["balance"] == "400.00"
+
+    def booked() -> list[str]:
+        return sorted(j["reference"].split(":")[0] for j in system.journals(wid))
+
+    wait_until(lambda: len(booked()) >= 2, 60, "the debit's and the payout's journals")
+    in_transit = 0
+    for journal in system.journals(wid):
+        for entry in journal["entries"]:
+            if entry["account"].startswith("payouts_in_transit"):
+                in_transit += (
+                    entry["amount_minor"] if entry["direction"] == "credit" else -entry["amount_minor"]
+                )
+    assert in_transit == 0, system.journals(wid)
+
+
+@pytest.mark.parametrize("fault", ["apply_then_fail", "webhook_before_response"])
+def test_a_lost_payout_answer_is_found_by_lookup_never_paid_twice(system: System, fault: str) -> None:
+    """The PSP makes the payout and the answer is lost (5xx after commit), or its webhook arrives
+    before the answer: the operation is resolved by lookup or by the webhook, never by a second
+    payout; exactly one payout carries the reference."""
+    wid, _ = _approved(system)
+    system.psp_fault(kind=fault, operation="payout", reference=wid, count=1)
+    system.approve_withdrawal(wid)
+    done = system.wait_withdrawal(wid, "paid", timeout_s=120)
+    assert _payouts(system, wid) == 1 and len(_mt5_deals(system, done)) == 1
+
+
+@pytest.mark.parametrize("fault", ["payout_fail", "payout_refuse"])
+def test_a_failed_payout_gives_the_money_back_to_mt5_once(system: System, fault: str) -> None:
+    """The payout fails after pending (payout.failed), or is refused at create (402): the MT5 debit
+    is given back by one credit (wbk:<id>), the account holds what it held before, a case says so."""
+    wid, login = _approved(system)
+    system.psp_fault(kind=fault, reference=wid, code="card_declined", count=1)
+    system.approve_withdrawal(wid)
+    done = system.wait_withdrawal(wid, "returned", timeout_s=120)
+    assert done["give_back"]["comment"].startswith("wbk:")
+    assert len(system.deals(done["give_back"]["comment"])) == 1 and len(_mt5_deals(system, done)) == 1
+    assert done["payout_failure"] == "card_declined"
+    assert system.mt5 is not None
+    assert system.mt5.control.account(login)["balance"] == "500.00"
+
+
+def test_a_payout_returned_after_paid_is_given_back_once(system: System) -> None:
+    """Paid, then the payout comes back days later: one give-back credit; the same return seen again
+    (webhook redelivered) gives nothing more."""
+    wid, login = _approved(system)
+    system.approve_withdrawal(wid)
+    system.wait_withdrawal(wid, "paid", timeout_s=90)
+    status, listed = system.http(
+        "GET", f"{system.urls.psp}/v1/payouts?reference={wid}", token="sk_test_system_0123456789"
+    )
+    assert status == 200, listed
+    [payout] = listed["data"]
+    status, body = system.http("POST", f"{system.urls.psp_control}/control/payouts/{payout['id']}/return", {})
+    assert status == 200, body
+    done = system.wait_withdrawal(wid, "returned", timeout_s=90)
+    assert len(system.deals(done["give_back"]["comment"])) == 1
+    assert _payouts(system, wid) == 1
+    assert system.mt5 is not None
+    assert system.mt5.control.account(login)["balance"] == "500.00"
