@@ -11,7 +11,10 @@ fresh databases and a fresh topic namespace. Five deposits from a broker's serve
      unknown and the resolver settles it by finding the deal by its comment;
   4. a EUR 100.00 card deposit into a USD account: converted once (rate stored on the credit);
   5. partial refunds of deposits 1 and 4: linked MT5 debits (the EUR one at the credit's stored rate,
-     booked through fx_clearing so nothing stays pending in either currency).
+     booked through fx_clearing so nothing stays pending in either currency);
+  6. two withdrawals back to the cards the deposits were paid with: one approved by two operators
+     (the maker's own approval refused), one whose payout the PSP makes and whose answer it loses
+     (resolved by lookup, never paid twice); MT5 debited first, one payout each.
 
 Then it prints payments, credits, MT5 deals and journals, and checks the promises: one deal per
 credit reference, every payment's journals balanced, the ledger's hash chain intact. It ends with
@@ -107,6 +110,58 @@ def run_deposits(system: System) -> list[Deposit]:
     system.wait_credits(deposits[0].ref, ["done", "done"], timeout_s=60)
     system.wait_credits(deposits[3].ref, ["done", "done"], timeout_s=60)
     return deposits
+
+
+def withdrawals(system: System, deposits: list[Deposit], keys: list[str]) -> list[str]:
+    """Two withdrawals (docs/adr/0008): one approved by two operators (the maker's own approval
+    refused), one whose payout answer the PSP loses after making it (found by lookup, never paid
+    twice). MT5 is debited first (wdr:<id>), then the one payout."""
+    assert system.mt5 is not None
+    broken: list[str] = []
+    anna, chen = deposits[0], deposits[2]
+    print("\n== withdrawals (mt5-credit holds and debits MT5 first, payment-state pays out once)")
+    status, first = system.request_withdrawal(anna.customer, anna.login, 8_000, anna.card)
+    assert status == 201, first
+    wid = first["withdrawal_id"]
+    print(f"  {wid}: {money(8_000, 'USD')} from {anna.login} to {anna.card}: {first['status']},"
+          f" held {money(first['held_minor'], 'USD')}")  # fmt: skip
+    status, refused = system.request_withdrawal(anna.customer, anna.login, 50_000, anna.card)
+    print(f"  {money(50_000, 'USD')} more: {status} {refused['error']['code']} (nothing held)")
+    status, prepared = system.credit_api(
+        "alice", "POST", f"/v1/withdrawals/{wid}/prepare", {"reason": "KYC ok"}
+    )
+    assert status == 200, prepared
+    digest = prepared["command_digest"]
+    body = {"command_digest": digest, "reason": "mine"}
+    status, answer = system.credit_api("alice", "POST", f"/v1/withdrawals/{wid}/approve", body)
+    print(
+        f"  alice prepared it (digest {digest[:12]}…); alice approves it: {status} {answer['error']['code']}"
+    )
+    status, answer = system.credit_api(
+        "bob", "POST", f"/v1/withdrawals/{wid}/approve", {**body, "reason": "ok"}
+    )
+    print(f"  bob approves it: {status} {answer.get('status')}")
+    second = _request_and_lose_payout(system, chen)
+    keys += [wid, second]  # their Kafka key: the reconciler waits for their journals too
+    for w in (wid, second):
+        done = system.wait_withdrawal(w, "paid", timeout_s=120)
+        deals = system.deals(done["debit"]["comment"])
+        status, count = system.http("GET", f"{system.urls.psp_control}/control/payouts/count?reference={w}")
+        print(f"  {w}: {done['status']}; MT5 deals {done['debit']['comment']}: {len(deals)};"
+              f" PSP payouts with our reference: {count['count']}")  # fmt: skip
+        if len(deals) != 1 or count["count"] != 1:
+            broken.append(f"withdrawal {w}: {len(deals)} deals, {count['count']} payouts (expected 1 and 1)")
+    return broken
+
+
+def _request_and_lose_payout(system: System, d: Deposit) -> str:
+    status, body = system.request_withdrawal(d.customer, d.login, 2_000, d.card)
+    assert status == 201, body
+    wid = str(body["withdrawal_id"])
+    system.psp_fault(kind="apply_then_fail", operation="payout", reference=wid, count=1)
+    print(f"  {wid}: {money(2_000, 'USD')} from {d.login}; PSP armed: its payout is made, the answer lost")
+    system.approve_withdrawal(wid)
+    return wid
 
 
 def report(system: System, deposits: list[Deposit]) -> list[str]:
@@ -245,12 +300,14 @@ def repair(system: System, day: str) -> list[str]:
     return broken
 
 
-def reconcile(system: System, deposits: list[Deposit]) -> list[str]:
+def reconcile(system: System, deposits: list[Deposit], withdrawal_ids: list[str]) -> list[str]:
     """The day's three-way match, clean; a repair under maker-checker; then with discrepancies
     injected, each found as a case."""
     assert system.mt5 is not None
     day = dt.datetime.now(dt.UTC).date().isoformat()
-    journals = sum(len(system.journals(d.payment_id)) for d in deposits)
+    keys = [d.payment_id for d in deposits] + withdrawal_ids
+    wait_until(lambda: all(len(system.journals(w)) >= 2 for w in withdrawal_ids), 60, "withdrawal journals")
+    journals = sum(len(system.journals(key)) for key in keys)
     wait_until(lambda: _recon_journals(system) >= journals, 60, "the reconciler's read models")
     clean = system.reconcile(day)
     _print_run("of the day", clean)
@@ -300,14 +357,17 @@ def main() -> int:
         )
         deposits = run_deposits(system)
         broken = report(system, deposits) + verify_chain(system)
-        broken += reconcile(system, deposits)
+        wids: list[str] = []
+        broken += withdrawals(system, deposits, wids)
+        broken += reconcile(system, deposits, wids)
     elapsed = time.monotonic() - started
     if broken:
         print(f"\ndemo: FAILED after {elapsed:.0f}s: " + "; ".join(broken))
         return 1
     print(
         "\ndemo: every promise held (one MT5 deal per reference, balanced journals, chain intact,"
-        " the day reconciled clean, a repair by two people executed once and the re-run clean,"
+        " two withdrawals debited and paid out once each, the day reconciled clean,"
+        " a repair by two people executed once and the re-run clean,"
         " every injected discrepancy found as a case)"
         f" in {elapsed:.0f}s"
     )
