@@ -38,7 +38,13 @@ def base_config(settings: SimSettings) -> SimConfig:
     retry = RetryPolicy(
         settings.webhook_attempts_max, settings.webhook_backoff_initial_ms, settings.webhook_backoff_max_ms
     )
-    return SimConfig(settings.webhook_url, check_secrets(secrets), settings.idempotency_ttl_s, retry)
+    return SimConfig(
+        settings.webhook_url,
+        check_secrets(secrets),
+        settings.idempotency_ttl_s,
+        retry,
+        settings.payout_settle_delay_ms,
+    )
 
 
 @dataclass
@@ -49,6 +55,7 @@ class Simulator:
     api: web.Application
     control_api: web.Application
     health: Health
+    service: PspService
 
 
 async def build(settings: SimSettings, health: Health) -> Simulator:
@@ -94,4 +101,4 @@ async def build(settings: SimSettings, health: Health) -> Simulator:
         settings.request_body_max_bytes,
     )
     control_api = control_app(ControlHandlers(control, faults), health)
-    return Simulator(pool, control, deliverer, api, control_api, health)
+    return Simulator(pool, control, deliverer, api, control_api, health, service)

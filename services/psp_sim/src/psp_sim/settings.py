@@ -42,6 +42,9 @@ class SimSettings:
     seed: str = setting("PSP_SIM_SEED", "simpsp", doc="makes payout batch ids and report faults reproducible")
     payout_batch_size_max: int = setting("PSP_SIM_PAYOUT_BATCH_SIZE_MAX", 500, doc="rows per payout batch")
     payout_delay_days: int = setting("PSP_SIM_PAYOUT_DELAY_DAYS", 2, doc="bank value date = date + days")
+    payout_settle_delay_ms: int = setting(
+        "PSP_SIM_PAYOUT_SETTLE_DELAY_MS", 1000, doc="control: pending payout -> paid|failed after; 0: at once"
+    )
     db_pool_size_max: int = setting("PSP_SIM_DB_POOL_SIZE_MAX", 10, doc="database connections")
     request_body_max_bytes: int = setting("PSP_SIM_REQUEST_BODY_MAX_BYTES", 65_536, doc="larger: 413")
     shutdown_grace_ms: int = setting("PSP_SIM_SHUTDOWN_GRACE_MS", 5000, doc="SIGTERM: in-flight bound")
@@ -64,6 +67,7 @@ _RANGES: Final = {
     "dispute_fee_minor": ("PSP_SIM_DISPUTE_FEE_MINOR", 0, 1_000_000),
     "payout_batch_size_max": ("PSP_SIM_PAYOUT_BATCH_SIZE_MAX", 1, 1_000_000),
     "payout_delay_days": ("PSP_SIM_PAYOUT_DELAY_DAYS", 0, 30),
+    "payout_settle_delay_ms": ("PSP_SIM_PAYOUT_SETTLE_DELAY_MS", 0, 30 * 86_400_000),
     "db_pool_size_max": ("PSP_SIM_DB_POOL_SIZE_MAX", 2, 100),
     "request_body_max_bytes": ("PSP_SIM_REQUEST_BODY_MAX_BYTES", 1024, 10 * 1024 * 1024),
     "shutdown_grace_ms": ("PSP_SIM_SHUTDOWN_GRACE_MS", 0, 120_000),

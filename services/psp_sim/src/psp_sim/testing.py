@@ -90,8 +90,9 @@ class Receiver:
 
 
 def _intent_of(event: dict[str, Any]) -> str:
+    """The lane an event belongs to: its payment intent, or a payout's own id."""
     obj = event["data"]["object"]
-    return str(obj["id"] if obj["object"] == "payment_intent" else obj["payment_intent"])
+    return str(obj["id"] if obj["object"] in ("payment_intent", "payout") else obj["payment_intent"])
 
 
 class SimProcess:
@@ -166,6 +167,10 @@ class SimProcess:
     def deliveries(self, **filters: str) -> list[dict[str, Any]]:
         query = "&".join(f"{k}={v}" for k, v in filters.items())
         return list(self.ok("GET", f"/control/webhook-deliveries?{query}")["data"])
+
+    def payout_count(self, reference: str) -> int:
+        """How many payouts carry our reference (the exactly-one checks of withdrawal tests)."""
+        return int(self.ok("GET", f"/control/payouts/count?reference={reference}")["count"])
 
     def reset(self, webhook_url: str) -> None:
         self.ok("POST", "/control/reset")

@@ -1,6 +1,7 @@
-"""The run-time configuration the control API can change: webhook URL, signing secrets, idempotency TTL
-and the webhook retry policy. Start values come from the environment; changes are persisted (table
-``sim_config``) as overrides, so a restart keeps them; ``reset`` drops the overrides.
+"""The run-time configuration the control API can change: webhook URL, signing secrets, idempotency TTL,
+the webhook retry policy and how long a payout stays pending. Start values come from the environment;
+changes are persisted (table ``sim_config``) as overrides, so a restart keeps them; ``reset`` drops
+the overrides.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from psp_sim.domain.webhooks import RetryPolicy
 
 SECRET_LENGTH_MIN: Final = 16
 TTL_S_MAX: Final = 30 * 86_400
+PAYOUT_SETTLE_DELAY_MS_DEFAULT: Final = 1000
+PAYOUT_SETTLE_DELAY_MS_MAX: Final = 30 * 86_400_000
 
 
 class ConfigError(ValueError):
@@ -25,6 +28,7 @@ class SimConfig:
     secrets: tuple[str, ...]  # current first; two during a rotation
     idempotency_ttl_s: int
     retry: RetryPolicy
+    payout_settle_delay_ms: int = PAYOUT_SETTLE_DELAY_MS_DEFAULT  # 0: a payout settles at create
 
     def public_json(self) -> dict[str, Any]:
         """For GET /control/config: secrets are never shown, only how many are active."""
@@ -35,6 +39,7 @@ class SimConfig:
             "webhook_attempts_max": self.retry.attempts_max,
             "webhook_backoff_initial_ms": self.retry.backoff_initial_ms,
             "webhook_backoff_max_ms": self.retry.backoff_max_ms,
+            "payout_settle_delay_ms": self.payout_settle_delay_ms,
         }
 
 
@@ -77,6 +82,9 @@ def apply_overrides(base: SimConfig, overrides: dict[str, Any]) -> SimConfig:
             config = replace(config, secrets=check_secrets(value))
         elif name == "idempotency_ttl_s":
             config = replace(config, idempotency_ttl_s=_int(value, name, 1, TTL_S_MAX))
+        elif name == "payout_settle_delay_ms":
+            delay_ms = _int(value, name, 0, PAYOUT_SETTLE_DELAY_MS_MAX)
+            config = replace(config, payout_settle_delay_ms=delay_ms)
         elif name == "webhook_attempts_max":
             retry[name] = _int(value, name, 1, 100)
         elif name in ("webhook_backoff_initial_ms", "webhook_backoff_max_ms"):

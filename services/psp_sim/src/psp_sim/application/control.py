@@ -1,6 +1,7 @@
-"""The control API's use cases: configuration (webhook URL, secrets, TTL, retries), chargebacks, the
-outcome of pending refunds, held webhooks, delivery listings, reports with injected discrepancies,
-and reset. Writes here follow the same rule as the PSP API: one transaction per change.
+"""The control API's use cases: configuration (webhook URL, secrets, TTL, retries, payout delay),
+chargebacks, the outcome of pending refunds, returns of paid payouts, payout counts, held webhooks,
+delivery listings, reports with injected discrepancies, and reset. Writes here follow the same rule
+as the PSP API: one transaction per change.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from psycopg_pool import AsyncConnectionPool
 from psp_sim.adapters import queue, store
 from psp_sim.adapters.store import Conn
 from psp_sim.application.config import ConfigError, ConfigHolder, SimConfig, apply_overrides
-from psp_sim.application.effects import dispute_effect, refund_effect, refused
+from psp_sim.application.effects import dispute_effect, payout_effect, refund_effect, refused
 from psp_sim.application.faults import FaultBook, FaultRule
 from psp_sim.application.service import PspService, Response, not_found
 from psp_sim.domain import intents as domain
-from psp_sim.domain import reports
+from psp_sim.domain import payouts, reports
 from psp_sim.domain.fees import FeeSchedule
 from psp_sim.domain.intents import ActionOutcome
 from psp_sim.domain.wire import dumps
@@ -158,6 +159,28 @@ class ControlService:
                 await self._service.save_effect(conn, effect, "refund_complete", refs, clock_ms)
         self._wake()
         return Response(effect.status, dumps(effect.body))
+
+    # -- payouts -------------------------------------------------------------------------------------------
+
+    async def return_payout(self, payout_id: str, code: str | None) -> Response:
+        """The bank sends a paid payout back: ``returned``, a ``payout_return`` balance transaction and
+        ``payout.returned``, in one transaction. Any other status: 400, nothing changes."""
+        clock_ms = self._clock_ms()
+        async with self._pool.connection() as conn, conn.transaction():
+            payout = await store.get_payout(conn, payout_id, lock=True)
+            if payout is None:
+                return not_found("payout", payout_id)
+            decision = payouts.return_paid(payout, code, now_s=clock_ms // 1000)
+            effect = payout_effect(payout, decision, txn_id=new_id("txn"), now_s=clock_ms // 1000)
+            if effect.applied:
+                await self._service.save_effect(conn, effect, "payout_return", (payout.reference,), clock_ms)
+            await self._service.keep_faults(conn)
+        self._wake()
+        return Response(effect.status, dumps(effect.body))
+
+    async def count_payouts(self, reference: str) -> int:
+        async with self._pool.connection() as conn:
+            return await store.count_payouts(conn, reference)
 
     # -- webhooks ------------------------------------------------------------------------------------------
 

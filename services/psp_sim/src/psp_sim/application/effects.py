@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from psp_sim.domain import intents as domain
+from psp_sim.domain import payouts
 from psp_sim.domain.fees import FeeSchedule, charge_amounts, dispute_amounts, refund_amounts
 from psp_sim.domain.intents import EventType, Intent, Refund
+from psp_sim.domain.payouts import Payout, PayoutEventType
 from psp_sim.domain.reports import BalanceTxn
 from psp_sim.domain.wire import (
     Dispute,
@@ -22,13 +24,14 @@ from psp_sim.domain.wire import (
     dispute_json,
     error_json,
     intent_json,
+    payout_json,
     refund_json,
 )
 
 
 @dataclass(frozen=True, slots=True)
 class EventOut:
-    type: EventType
+    type: EventType | PayoutEventType
     object_id: str
     object_json: dict[str, Any]
 
@@ -40,12 +43,13 @@ class Effect:
     intent: Intent | None = None
     refund: Refund | None = None
     dispute: Dispute | None = None
+    payout: Payout | None = None
     balance: tuple[BalanceTxn, ...] = ()
     events: tuple[EventOut, ...] = field(default=())
 
     @property
     def applied(self) -> bool:
-        return self.intent is not None or self.refund is not None or self.dispute is not None
+        return any(x is not None for x in (self.intent, self.refund, self.dispute, self.payout))
 
 
 def business_date(created_s: int) -> dt.date:
@@ -155,3 +159,34 @@ def dispute_effect(
     body = dispute_json(dispute)
     event = EventOut("charge.dispute.created", dispute_id, body)
     return Effect(200, body, intent=after, dispute=dispute, balance=(txn,), events=(event,))
+
+
+def _payout_txns(before: Payout | None, after: Payout, txn_id: str, now_s: int) -> tuple[BalanceTxn, ...]:
+    """Paid: ``payout`` (-amount, no fee); returned: ``payout_return`` (+amount). Failed moves nothing."""
+    was = before.status if before is not None else None
+    kind: Literal["payout", "payout_return"]
+    if after.status == "paid" and was != "paid":
+        kind, gross = "payout", -after.amount_minor
+    elif after.status == "returned" and was != "returned":
+        kind, gross = "payout_return", after.amount_minor
+    else:
+        return ()
+    txn = BalanceTxn(
+        txn_id, kind, after.id, None, after.reference, None, after.currency, gross, 0, gross, now_s
+    )
+    return (txn,)
+
+
+def payout_effect(
+    before: Payout | None, decision: payouts.PayoutDecision, *, txn_id: str, now_s: int
+) -> Effect:
+    """The answer, the payout row, its balance transaction and its events (each carries the payout
+    as it is after the whole decision: a payout settled at create sends created and paid alike)."""
+    match decision:
+        case payouts.PayoutApplied(payout=after, events=types):
+            body = payout_json(after)
+            events = tuple(EventOut(t, after.id, body) for t in types)
+            balance = _payout_txns(before, after, txn_id, now_s)
+            return Effect(200, body, payout=after, balance=balance, events=events)
+        case domain.Refused():
+            return refused(decision)

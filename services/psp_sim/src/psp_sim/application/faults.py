@@ -1,8 +1,9 @@
 """Fault rules of the control API and their matching: which call or webhook a fault hits.
 
 A rule has a kind, a scope and a budget:
-- scope: ``operation`` (create, confirm, capture, cancel, refund, complete_action, retrieve; webhook
-  rules also dispute and refund_complete), ``reference`` (our reference on the intent or the refund),
+- scope: ``operation`` (create, confirm, capture, cancel, refund, complete_action, payout, retrieve;
+  webhook rules also dispute, refund_complete, payout_settle and payout_return), ``reference`` (our
+  reference on the intent, the refund or the payout),
   ``event_type`` (webhook rules); an unset field matches everything;
 - budget: ``count`` = how many matching calls (or webhook events) it hits, then it is spent; unset means
   until cleared. For ``webhook_reorder`` the budget counts groups.
@@ -16,6 +17,7 @@ in the middle of a drill keeps the faults it was asked for, with what they alrea
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Final, Literal, cast, get_args
@@ -29,6 +31,8 @@ RequestFaultKind = Literal[
     "hang_without_apply",
     "webhook_before_response",
     "refund_pending",
+    "payout_refuse",
+    "payout_fail",
 ]
 WebhookFaultKind = Literal[
     "webhook_duplicate",
@@ -46,20 +50,27 @@ Operation = Literal[
     "cancel",
     "refund",
     "complete_action",
+    "payout",
     "retrieve",
     "dispute",
     "refund_complete",
+    "payout_settle",
+    "payout_return",
 ]
 REQUEST_KINDS: Final = frozenset(get_args(RequestFaultKind))
 WEBHOOK_KINDS: Final = frozenset(get_args(WebhookFaultKind))
 OPERATIONS: Final = frozenset(get_args(Operation))
+# Kinds that shape the effect of an accepted write instead of the call (taken by the use case).
+EFFECT_KINDS: Final = frozenset({"refund_pending", "payout_refuse", "payout_fail"})
 # The kinds that decide what happens to the call itself (at most one per call).
-CALL_KINDS: Final = frozenset(REQUEST_KINDS - {"refund_pending"})
+CALL_KINDS: Final = frozenset(REQUEST_KINDS - EFFECT_KINDS)
+FAILURE_CODE_DEFAULT: Final = "card_declined"
 RULES_MAX: Final = 1000
 HANG_MS_MAX: Final = 600_000
 DELAY_MS_MAX: Final = 3_600_000
 COPIES_MAX: Final = 20
 GROUP_SIZE_MAX: Final = 100
+_CODE: Final = re.compile(r"[a-z0-9_]{1,64}")
 
 
 class FaultRuleError(ValueError):
@@ -80,6 +91,7 @@ class FaultRule:
     delay_ms: int = 0
     group_size: int = 2
     age_s: int = EXPIRED_AGE_S_DEFAULT
+    code: str = FAILURE_CODE_DEFAULT  # payout_refuse / payout_fail: the failure code to answer with
     hits: int = 0
     held: int = 0
     group_no: int = 0
@@ -107,6 +119,7 @@ class FaultRule:
             "delay_ms": self.delay_ms,
             "group_size": self.group_size,
             "age_s": self.age_s,
+            "code": self.code,
             "hits": self.hits,
             "held": self.held,
         }
@@ -249,6 +262,7 @@ _FIELDS: Final = frozenset(
         "delay_ms",
         "group_size",
         "age_s",
+        "code",
     }
 )
 
@@ -279,4 +293,12 @@ def parse_rule(rule_id: str, spec: dict[str, Any]) -> FaultRule:
         delay_ms=_int(spec, "delay_ms", 5000, 1, DELAY_MS_MAX),
         group_size=_int(spec, "group_size", 2, 2, GROUP_SIZE_MAX),
         age_s=_int(spec, "age_s", EXPIRED_AGE_S_DEFAULT, 301, 10 * 365 * 86_400),
+        code=_code(spec),
     )
+
+
+def _code(spec: dict[str, Any]) -> str:
+    value = spec.get("code", FAILURE_CODE_DEFAULT)
+    if not isinstance(value, str) or _CODE.fullmatch(value) is None:
+        raise FaultRuleError("code must be 1..64 characters of a-z, 0-9 and _")
+    return value

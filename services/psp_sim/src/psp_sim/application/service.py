@@ -1,5 +1,6 @@
 """The PSP API's use cases: every write is one transaction holding its effect, its idempotency record
-and its webhook rows, so nothing is ever half-applied.
+and its webhook rows, so nothing is ever half-applied. Payouts are written the same way; pending ones
+are settled by ``settle_due`` (called by a loop of the process), one transaction per batch.
 
 A write, in order, inside one transaction:
 1. lock the intent it acts on (``SELECT ... FOR UPDATE``; 404 if missing: not recorded);
@@ -30,9 +31,16 @@ from psp_sim.adapters import queue, store
 from psp_sim.adapters.queue import NewEvent
 from psp_sim.adapters.store import Conn
 from psp_sim.application.config import ConfigHolder
-from psp_sim.application.effects import Effect, business_date, intent_effect, refund_effect
+from psp_sim.application.effects import (
+    Effect,
+    business_date,
+    intent_effect,
+    payout_effect,
+    refund_effect,
+)
 from psp_sim.application.faults import CALL_KINDS, FaultBook, FaultRule
 from psp_sim.domain import intents as domain
+from psp_sim.domain import payouts
 from psp_sim.domain.fees import FeeSchedule
 from psp_sim.domain.intents import Intent
 from psp_sim.domain.requests import (
@@ -41,12 +49,24 @@ from psp_sim.domain.requests import (
     CompleteAction,
     ConfirmIntent,
     CreateIntent,
+    CreatePayout,
     CreateRefund,
 )
-from psp_sim.domain.wire import dumps, error_json, event_body, intent_json, list_json, refund_json
+from psp_sim.domain.wire import (
+    dumps,
+    error_json,
+    event_body,
+    intent_json,
+    list_json,
+    payout_json,
+    refund_json,
+)
 
 _NO_EFFECT_KINDS = frozenset({"fail_without_apply", "hang_without_apply"})
 PENDING = frozenset({"refund_pending"})
+PAYOUT_REFUSE = frozenset({"payout_refuse"})
+PAYOUT_FAIL = frozenset({"payout_fail"})
+SETTLE_BATCH_MAX = 100
 
 
 def now_ms() -> int:
@@ -180,6 +200,58 @@ class PspService:
 
         return await self._write("refund", key, digest, cmd.payment_intent_id, refs, decide)
 
+    async def create_payout(self, key: str, digest: bytes, cmd: CreatePayout) -> Outcome:
+        refs = (cmd.reference,)
+
+        # payout_refuse: a definite 402 (recorded under the key like a decline), nothing created.
+        # payout_fail: created pending, it fails when it settles. Both are spent only by a payout
+        # the PSP would otherwise accept (an unknown destination keeps them).
+        def decide(_: Intent | None, now_s: int) -> Effect:
+            now_ms = self._clock_ms()
+
+            def attempt(forced: str | None) -> payouts.PayoutDecision:
+                return payouts.create(
+                    new_id("po"),
+                    amount_minor=cmd.amount_minor,
+                    currency=cmd.currency,
+                    destination=cmd.destination,
+                    reference=cmd.reference,
+                    metadata=cmd.metadata,
+                    forced_failure_code=forced,
+                    settle_delay_ms=self._config.current.payout_settle_delay_ms,
+                    now_ms=now_ms,
+                )
+
+            decision = attempt(None)
+            if isinstance(decision, payouts.PayoutApplied):
+                refusal = self._faults.take(PAYOUT_REFUSE, "payout", refs)
+                if refusal is not None:
+                    message = "The payout was declined by the card issuer (simulated)."
+                    return Effect(402, error_json("card_error", refusal.code, message))
+                forced = self._faults.take(PAYOUT_FAIL, "payout", refs)
+                if forced is not None:
+                    decision = attempt(forced.code)
+            return payout_effect(None, decision, txn_id=new_id("txn"), now_s=now_s)
+
+        return await self._write("payout", key, digest, None, refs, decide)
+
+    async def settle_due(self, batch_max: int = SETTLE_BATCH_MAX) -> int:
+        """Settle the pending payouts whose time has come (paid or failed), in one transaction; returns
+        how many. Several processes on one database would skip each other's rows (SKIP LOCKED)."""
+        clock_ms = self._clock_ms()
+        queued = False
+        async with self._pool.connection() as conn, conn.transaction():
+            due = await store.due_payouts(conn, clock_ms, batch_max)
+            for payout in due:
+                decision = payouts.settle(payout, now_s=clock_ms // 1000)
+                effect = payout_effect(payout, decision, txn_id=new_id("txn"), now_s=clock_ms // 1000)
+                got, _ = await self.save_effect(conn, effect, "payout_settle", (payout.reference,), clock_ms)
+                queued = queued or got
+            await self.keep_faults(conn)
+        if queued:
+            self._wake()
+        return len(due)
+
     def _intent_effect(self, before: Intent, decision: domain.IntentDecision, now_s: int) -> Effect:
         return intent_effect(before, decision, txn_id=new_id("txn"), fees=self._fees, now_s=now_s)
 
@@ -222,10 +294,14 @@ class PspService:
             await store.save_refund(conn, effect.refund)
         if effect.dispute is not None:
             await store.insert_dispute(conn, effect.dispute)
+        if effect.payout is not None:
+            await store.save_payout(conn, effect.payout)
         for txn in effect.balance:
             await store.insert_balance_txn(conn, txn, business_date(txn.created_s))
         queued, claimed = False, []
         intent = effect.intent
+        # Events go down the lane of their intent (a payout's: its own id) and carry our reference.
+        reference = intent.reference if intent else (effect.payout.reference if effect.payout else None)
         for out in effect.events:
             decision = self._faults.plan_webhook(out.type, op, refs)
             plan = decision.plan
@@ -235,7 +311,7 @@ class PspService:
                 out.type,
                 out.object_id,
                 intent.id if intent else out.object_id,
-                intent.reference if intent else None,
+                reference,
                 event_body(event_id, out.type, created_s, out.object_json),
                 created_s,
             )
@@ -286,6 +362,20 @@ class PspService:
             found = await store.refunds_where(conn, reference=reference, intent_id=intent_id)
         refs = (reference,) if reference else ()
         return await self._read(refs, Response(200, dumps(list_json([refund_json(r) for r in found]))))
+
+    async def retrieve_payout(self, payout_id: str) -> Outcome:
+        async with self._pool.connection() as conn:
+            payout = await store.get_payout(conn, payout_id)
+        if payout is None:
+            return await self._read((), not_found("payout", payout_id))
+        return await self._read((payout.reference,), Response(200, dumps(payout_json(payout))))
+
+    async def payouts_by_reference(self, reference: str) -> Outcome:
+        async with self._pool.connection() as conn:
+            found = await store.payouts_by_reference(conn, reference)
+        return await self._read(
+            (reference,), Response(200, dumps(list_json([payout_json(p) for p in found])))
+        )
 
 
 def _loaded(intent: Intent | None) -> Intent:

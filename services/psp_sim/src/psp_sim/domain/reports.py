@@ -4,8 +4,9 @@ Given the balance transactions of one business date (UTC), a seed and the batch 
 - rows are grouped by currency and, in creation order, cut into payout batches of at most
   ``batch_size_max`` rows; batch ``n`` of a currency is named
   ``po_<YYYYMMDD>_<CUR>_<nnn>_<8 hex of sha256(seed|date|currency|n)>``;
-- the settlement report has one row per balance transaction (charge, refund, dispute) with gross, fee,
-  net, the payout batch and the ids on both sides;
+- the settlement report has one row per balance transaction (charge, refund, dispute, payout,
+  payout_return) with gross, fee, net, the payout batch and the ids on both sides (payout rows: no
+  payment intent, ``source_id`` the payout, ``reference`` ours on the payout);
 - the bank file has one row per payout batch: the deposit is the sum of the batch's nets, credited
   ``payout_delay_days`` after the business date (a negative sum is a debit).
 Same transactions + same seed = the same bytes, every time.
@@ -39,10 +40,10 @@ EXTRA_ROW_AMOUNT_DEFAULT: Final = 1000
 @dataclass(frozen=True, slots=True)
 class BalanceTxn:
     id: str
-    type: Literal["charge", "refund", "dispute"]
+    type: Literal["charge", "refund", "dispute", "payout", "payout_return"]
     source_id: str
-    payment_intent_id: str
-    reference: str | None  # our reference of the payment (the intent's)
+    payment_intent_id: str | None  # None on payout rows (written empty)
+    reference: str | None  # our reference of the payment (the intent's), or of the payout
     source_reference: str | None  # our reference of the refund, for refund rows
     currency: str
     gross_minor: int
@@ -191,7 +192,7 @@ def settlement_csv(rows: Sequence[SettlementRow], params: ReportParams) -> str:
                 params.business_date.isoformat(),
                 t.id,
                 t.type,
-                t.payment_intent_id,
+                t.payment_intent_id or "",
                 t.source_id,
                 t.reference or "",
                 t.source_reference or "",

@@ -67,6 +67,15 @@ class CreateRefund:
 
 
 @dataclass(frozen=True, slots=True)
+class CreatePayout:
+    amount_minor: int
+    currency: str
+    destination: str
+    reference: str
+    metadata: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class CompleteAction:
     outcome: ActionOutcome
 
@@ -230,5 +239,32 @@ def parse_complete_action(body: dict[str, Any]) -> CompleteAction | Invalid:
         if outcome is None:
             raise _Bad(Invalid("parameter_missing", "Missing required param: outcome.", "outcome"))
         return CompleteAction(cast(ActionOutcome, outcome))
+    except _Bad as bad:
+        return bad.invalid
+
+
+_PAYOUT: Final = frozenset({"amount_minor", "currency", "destination", "reference", "metadata"})
+
+
+def _required_text(body: dict[str, Any], name: str) -> str:
+    value = _text(body, name)
+    if value is None:
+        raise _Bad(Invalid("parameter_missing", f"Missing required param: {name}.", name))
+    return value
+
+
+def parse_payout(body: dict[str, Any]) -> CreatePayout | Invalid:
+    """A payout: amount, currency, a payment method token as destination, our reference (required).
+    A card number never gets here (the raw body is refused first); an unknown token is refused by the
+    domain, like an unknown payment method on confirm."""
+    try:
+        _unknown_params(body, _PAYOUT)
+        return CreatePayout(
+            amount_minor=_required_amount(body, "amount_minor"),
+            currency=_currency(body),
+            destination=_required_text(body, "destination"),
+            reference=_required_text(body, "reference"),
+            metadata=_metadata(body),
+        )
     except _Bad as bad:
         return bad.invalid

@@ -1,4 +1,4 @@
-"""The JSON wire format of the simulated PSP: objects (payment intent, refund, dispute), lists,
+"""The JSON wire format of the simulated PSP: objects (payment intent, refund, dispute, payout), lists,
 errors and webhook events. One compact encoding, so a stored response replays byte for byte.
 
 Errors always have the shape ``{"error": {"type", "code", "message", ...}}``; a decline (402) also
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from psp_sim.domain.intents import Intent, PaymentError, Refund
+from psp_sim.domain.payouts import Payout
 
 ErrorType = Literal[
     "invalid_request_error", "card_error", "idempotency_error", "api_error", "authentication_error"
@@ -97,6 +98,27 @@ def dispute_json(dispute: Dispute) -> dict[str, Any]:
         "reason": dispute.reason,
         "status": dispute.status,
         "created": dispute.created_s,
+    }
+
+
+def payout_json(payout: Payout) -> dict[str, Any]:
+    """The payout as the API answers it (``forced_failure_code`` and ``settle_at_ms`` are internal)."""
+    return {
+        "id": payout.id,
+        "object": "payout",
+        "status": payout.status,
+        "amount_minor": payout.amount_minor,
+        "currency": payout.currency,
+        "destination": payout.destination,
+        "reference": payout.reference,
+        "failure_code": payout.failure_code,
+        "failure_message": payout.failure_message,
+        "metadata": payout.metadata,
+        "created": payout.created_s,
+        "paid_at": payout.paid_s,
+        "failed_at": payout.failed_s,
+        "returned_at": payout.returned_s,
+        "livemode": False,
     }
 
 

@@ -237,6 +237,24 @@ class ApiHandlers:
     async def create_refund(self, request: web.Request) -> web.StreamResponse:
         return await self._write(request, req.parse_refund, self._service.create_refund)
 
+    async def create_payout(self, request: web.Request) -> web.StreamResponse:
+        return await self._write(request, req.parse_payout, self._service.create_payout)
+
+    async def retrieve_payout(self, request: web.Request) -> web.StreamResponse:
+        return await self._finish(await self._service.retrieve_payout(request.match_info["id"]))
+
+    async def list_payouts(self, request: web.Request) -> web.StreamResponse:
+        reference = request.query.get("reference")
+        if not reference:
+            return error_response(
+                400,
+                "invalid_request_error",
+                "parameter_missing",
+                "Listing payouts needs ?reference=.",
+                param="reference",
+            )
+        return await self._finish(await self._service.payouts_by_reference(reference))
+
     async def retrieve_intent(self, request: web.Request) -> web.StreamResponse:
         return await self._finish(await self._service.retrieve_intent(request.match_info["id"]))
 
@@ -350,6 +368,9 @@ def api_app(handlers: ApiHandlers, health: Health, body_max_bytes: int) -> web.A
             web.post("/v1/refunds", h.create_refund),
             web.get("/v1/refunds", h.list_refunds),
             web.get("/v1/refunds/{id}", h.retrieve_refund),
+            web.post("/v1/payouts", h.create_payout),
+            web.get("/v1/payouts", h.list_payouts),
+            web.get("/v1/payouts/{id}", h.retrieve_payout),
             web.post("/v1/reporting/report_runs", h.create_report_run),
             web.get("/v1/reporting/report_runs/{id}", h.retrieve_report_run),
             web.get("/v1/files/{id}/contents", h.file_contents),

@@ -1,4 +1,4 @@
-"""The control API over HTTP (aiohttp, JSON): configuration, faults, chargebacks, pending refunds,
+"""The control API over HTTP (aiohttp, JSON): configuration, faults, chargebacks, pending refunds, payouts,
 webhook deliveries, reports and reset. For tests and demos: bound to 127.0.0.1 by default and not
 authenticated (see the README). Every error is ``{"error": {"code", "message"}}`` with a 4xx status.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, cast
 
@@ -23,6 +24,7 @@ from psp_sim.domain.wire import dumps
 
 BODY_MAX_BYTES: Final = 65_536
 DISCREPANCY_KINDS: Final = frozenset({"missing_row", "wrong_amount", "extra_row"})
+_CODE: Final = re.compile(r"[a-z0-9_]{1,64}")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -159,6 +161,18 @@ class ControlHandlers:
             await self._control.complete_refund(request.match_info["id"], cast(ActionOutcome, outcome))
         )
 
+    async def return_payout(self, request: web.Request) -> web.StreamResponse:
+        code = (await _body(request)).get("code")
+        if code is not None and (not isinstance(code, str) or _CODE.fullmatch(code) is None):
+            raise BadRequest("parameter_invalid", "code must be 1..64 characters of a-z, 0-9 and _.")
+        return _from(await self._control.return_payout(request.match_info["id"], code))
+
+    async def count_payouts(self, request: web.Request) -> web.StreamResponse:
+        reference = request.query.get("reference")
+        if not reference:
+            raise BadRequest("parameter_missing", "Give ?reference=.")
+        return _ok({"reference": reference, "count": await self._control.count_payouts(reference)})
+
     async def release_webhooks(self, request: web.Request) -> web.StreamResponse:
         group = (await _body(request)).get("hold_group")
         if group is not None and not isinstance(group, str):
@@ -245,6 +259,8 @@ def control_app(h: ControlHandlers, health: Health) -> web.Application:
             web.delete("/control/faults/{id}", h.delete_fault),
             web.post("/control/payment_intents/{id}/dispute", h.dispute),
             web.post("/control/refunds/{id}/complete", h.complete_refund),
+            web.post("/control/payouts/{id}/return", h.return_payout),
+            web.get("/control/payouts/count", h.count_payouts),
             web.post("/control/webhooks/release", h.release_webhooks),
             web.get("/control/webhook-deliveries", h.deliveries),
             web.get("/control/webhook-backlog", h.backlog),

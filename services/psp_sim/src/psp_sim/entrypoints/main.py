@@ -15,12 +15,28 @@ from backbone.health import Health
 from backbone.logs import configure_logging, get_logger
 from backbone.settings import load_settings_or_exit
 
+from psp_sim.application.service import SETTLE_BATCH_MAX
 from psp_sim.bootstrap import Simulator, apply_migrations, build
 from psp_sim.metrics import WEBHOOK_BACKLOG
 from psp_sim.settings import SimSettings, problems
 
 log = get_logger("psp_sim")
 _WATCH_INTERVAL_S = 5.0
+_SETTLE_INTERVAL_S = 0.1
+
+
+async def _settle_payouts(sim: Simulator, stop: asyncio.Event) -> None:
+    """Pending payouts become paid or failed when their time comes (the payout delay). A batch that
+    was full is followed at once by the next; a database error waits one interval and tries again."""
+    while not stop.is_set():
+        settled = 0
+        try:
+            settled = await sim.service.settle_due()
+        except Exception as exc:  # the database is down or busy: the next pass retries, never a crash
+            log.warning("payouts.settle_failed", error=type(exc).__name__)
+        if settled < SETTLE_BATCH_MAX:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), _SETTLE_INTERVAL_S)
 
 
 async def _watch(sim: Simulator, stop: asyncio.Event) -> None:
@@ -55,6 +71,7 @@ async def serve(settings: SimSettings) -> None:
     grace_s = settings.shutdown_grace_ms / 1000
     worker = asyncio.create_task(sim.deliverer.run(health))
     watcher = asyncio.create_task(_watch(sim, stop))
+    settler = asyncio.create_task(_settle_payouts(sim, stop))
     runners = [
         await _site(sim.api, settings.api_host, settings.api_port, grace_s),
         await _site(sim.control_api, settings.control_host, settings.control_port, grace_s),
@@ -67,6 +84,7 @@ async def serve(settings: SimSettings) -> None:
     sim.deliverer.stop()
     await asyncio.wait_for(worker, timeout=settings.webhook_timeout_ms / 1000 + grace_s)
     await watcher
+    await settler
     await sim.pool.close()
     log.info("psp_sim.stopped")
 
