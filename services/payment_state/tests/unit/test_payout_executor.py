@@ -201,3 +201,18 @@ def test_two_workers_racing_make_one_call() -> None:
         t.join()
     assert Counter(c.operation_id for c in psp.payout_calls).most_common(1)[0][1] == 1
     assert _events(store) == ["PayoutPaid"]
+
+
+def test_two_payouts_under_our_reference_go_to_a_person() -> None:
+    """The lookup after a lost answer finds two PSP payouts carrying our withdrawal id (Conflict):
+    nothing is applied, nothing is sent again, one case provider_duplicates for a person."""
+    store, psp = InMemoryPaymentStore(), MemoryPsp(fail_next=["lost_response"])
+    _command(store, _request())
+    executor = _executor(store, psp)
+    executor.run_once()
+    psp.payouts["po_other"] = PayoutFact("po_other", PspPayoutStatus.PAID, 5_000, "EUR", WD)
+    _drive(store, executor)
+    state = _payout(store)
+    assert (state.payout.status, state.operation.status) == (PayoutStatus.PENDING, OperationStatus.UNKNOWN)
+    assert _events(store) == ["PaymentNeedsAttention"] and len(psp.payout_calls) == 1
+    assert [kind for (key, _, kind) in store.cases if key == WD] == ["provider_duplicates"]

@@ -48,6 +48,8 @@ class InMemoryPayouts:
         op = replace(
             row.state.operation, status=after.operation.status, unknown_reason=after.operation.unknown_reason
         )
+        if op.is_terminal:  # never claimed again: a dead worker's call marker means nothing now
+            op = replace(op, call_in_flight=False)
         row.state = PayoutState(a, op)
         return True
 

@@ -47,7 +47,10 @@ _SAVE_PAYOUT: Final = (
 _SAVE_OPERATION: Final = (
     "UPDATE payout_operations SET status = %s,"
     " unknown_reason = CASE WHEN %s THEN NULL ELSE unknown_reason END,"
-    " resolved_at = CASE WHEN %s THEN coalesce(resolved_at, now()) END, updated_at = now()"
+    " resolved_at = CASE WHEN %s THEN coalesce(resolved_at, now()) END,"
+    # a resolved operation is never claimed again: a dead worker's call marker means nothing now
+    " call_in_flight = call_in_flight AND NOT %s,"
+    " updated_at = now()"
     " WHERE operation_id = %s"
 )
 _CLAIM_DUE: Final = f"""
@@ -116,7 +119,8 @@ class PgPayouts:
         if op != before.operation:
             resolved = op.is_terminal
             cleared = op.unknown_reason is None
-            self._conn.execute(_SAVE_OPERATION, (str(op.status), cleared, resolved, op.operation_id))
+            op_params = (str(op.status), cleared, resolved, resolved, op.operation_id)
+            self._conn.execute(_SAVE_OPERATION, op_params)
         return True
 
     def withdrawal_id_by_provider_payout(self, provider: str, provider_payout_id: str) -> str | None:
