@@ -5,6 +5,7 @@ check withdrawal tests rely on."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import csv
 import io
 import json
@@ -131,6 +132,16 @@ def test_same_key_replays_and_a_different_body_is_key_reuse(psp: SimProcess) -> 
     assert psp.payout_count(reference) == 1
 
 
+def test_concurrent_creates_with_one_operation_id_make_one_payout(psp: SimProcess) -> None:
+    """Eight workers send the same payout with the same operation id at once: eight identical answers,
+    exactly one payout for the reference (the key is claimed once, the others replay)."""
+    reference, op = new_id("wd"), new_id("op")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: _pay_out(psp, reference, op=op), range(8)))
+    assert len({_applied(r).id for r in results}) == 1
+    assert psp.payout_count(reference) == 1
+
+
 def test_lookups_by_id_and_by_reference(psp: SimProcess) -> None:
     """retrieve_payout finds it, an unknown id is Absent; find_payout_by_reference is Found for one,
     Absent for none and Conflict for two payouts with one reference (two operation ids)."""
@@ -169,6 +180,23 @@ def test_bad_input_is_a_clear_4xx_and_creates_nothing(psp: SimProcess) -> None:
         status, answer = _raw_post(psp, new_id("op"), json.dumps(body).encode())
         assert (status, answer["error"]["code"]) == (400, code), answer
     assert psp.payout_count(reference) == 0
+
+
+def test_faults_on_payout_reads_are_no_answer_never_absent(psp: SimProcess) -> None:
+    """A status query that fails (503) or never answers (past the client's timeout) is NoAnswer for
+    both lookups of a payout, never Absent; once the rule is spent the payout is found."""
+    reference = new_id("wd")
+    payout = _applied(_pay_out(psp, reference))
+    psp.fault(kind="fail_without_apply", operation="retrieve", reference=reference, count=1)
+    psp.fault(kind="hang_without_apply", operation="retrieve", reference=reference, hang_ms=2000, count=1)
+    with psp.client(timeout_ms=700) as client:
+        assert client.find_payout_by_reference(reference) == NoAnswer("http_503")
+    # A fresh client: a read failing on a reused connection is retried once (transport), which
+    # would take the answer after the hang rule is spent.
+    with psp.client(timeout_ms=700) as client:
+        assert client.retrieve_payout(payout.id) == NoAnswer("timeout")
+    with psp.client() as client:
+        assert isinstance(client.retrieve_payout(payout.id), Found)
 
 
 def test_a_failing_destination_fails_after_pending(psp: SimProcess, receiver: Receiver) -> None:
@@ -250,6 +278,19 @@ def test_fault_payout_fail_after_pending(psp: SimProcess, receiver: Receiver) ->
     assert event.object.failure_code == "account_closed"
 
 
+def test_a_replay_does_not_spend_a_payout_fault(psp: SimProcess) -> None:
+    """payout_fail with count 2: payout A fails, its replay answers the same without spending the
+    budget, so the next payout B fails too; the one after is paid again."""
+    _delay(psp, 0)
+    psp.fault(kind="payout_fail", count=2)
+    op_a = new_id("op")
+    a = _applied(_pay_out(psp, new_id("wd"), op=op_a))
+    assert _applied(_pay_out(psp, a.reference or "", op=op_a)) == a
+    b = _applied(_pay_out(psp, new_id("wd")))
+    c = _applied(_pay_out(psp, new_id("wd")))
+    assert [x.status for x in (a, b, c)] == [PayoutStatus.FAILED, PayoutStatus.FAILED, PayoutStatus.PAID]
+
+
 def test_return_after_paid(psp: SimProcess, receiver: Receiver) -> None:
     """A paid payout returned over the control API is returned (with the code), sends payout.returned;
     returning it again, or returning a pending payout, is a 400 that changes nothing."""
@@ -277,6 +318,25 @@ def test_webhook_faults_apply_to_payout_events(psp: SimProcess, receiver: Receiv
     payout = _applied(_pay_out(psp, new_id("wd")))
     got = receiver.wait_for(2, event_type="payout.paid", intent_id=payout.id)
     assert got[0].body == got[1].body
+
+
+def test_webhook_drop_and_reorder_apply_to_payout_events(psp: SimProcess, receiver: Receiver) -> None:
+    """webhook_drop on payout.created: listed as dropped, never sent, while payout.paid arrives;
+    webhook_reorder scoped by our reference: payout.created is held until payout.paid fills the group,
+    then both go newest first."""
+    _delay(psp, 0)
+    psp.fault(kind="webhook_drop", event_type="payout.created", count=1)
+    dropped = _applied(_pay_out(psp, new_id("wd")))
+    receiver.wait_for(1, event_type="payout.paid", intent_id=dropped.id)
+    assert [d["state"] for d in psp.deliveries(event_type="payout.created", intent=dropped.id)] == ["dropped"]
+    assert receiver.events(event_type="payout.created", intent_id=dropped.id) == []
+
+    reference = new_id("wd")
+    psp.fault(kind="webhook_reorder", reference=reference, group_size=2, count=1)
+    _delay(psp, 100)
+    payout = _applied(_pay_out(psp, reference))
+    got = receiver.wait_for(2, intent_id=payout.id)
+    assert [r.event["type"] for r in got] == ["payout.paid", "payout.created"]
 
 
 def test_settlement_rows_for_paid_and_returned_payouts(psp: SimProcess) -> None:

@@ -103,3 +103,34 @@ def test_armed_faults_survive_a_restart_with_what_they_spent(own_db: str, logs_d
         assert sim.ok("GET", "/control/faults")["data"] == []
     finally:
         sim.kill()
+
+
+def test_a_payout_pending_at_a_crash_is_settled_after_the_restart(own_db: str, logs_dir: Path) -> None:
+    """A payout still pending when the process is SIGKILLed is paid by the next process (its settle
+    time is in the database), and its payout.paid webhook is delivered; the create replays."""
+    receiver = Receiver().start()
+    sim = SimProcess(
+        own_db, logs_dir, PSP_SIM_WEBHOOK_URL=receiver.url, PSP_SIM_PAYOUT_SETTLE_DELAY_MS="1500"
+    )
+    try:
+        sim.start()
+        reference, op = new_id("wd"), new_id("op")
+
+        def pay_out() -> object:
+            with sim.client() as client:
+                return client.create_payout(
+                    op, amount_minor=700, currency="EUR", destination="pm_card_visa", reference=reference
+                )
+
+        created = pay_out()
+        assert isinstance(created, Applied) and created.value.status == "pending"
+        sim.kill()
+        sim.start()
+        paid = receiver.wait_for(1, event_type="payout.paid", intent_id=created.value.id)
+        assert paid[0].event["data"]["object"]["status"] == "paid"
+        again = pay_out()
+        assert isinstance(again, Applied) and again.value.id == created.value.id
+        assert sim.payout_count(reference) == 1
+    finally:
+        sim.kill()
+        receiver.close()

@@ -36,16 +36,27 @@ def psp_signature(secret: str, raw: bytes, t: int | None = None) -> str:
 
 def webhook_body(event_id: str, payment_id: str | None = "pi_it", kind: str = "payment_intent") -> bytes:
     """A PSP event: a payment intent (its id is the payment id), a refund or a dispute (whose
-    payment_intent is), or - with payment_id None - a balance event that names no payment."""
+    payment_intent is), a payout (``payment_id`` is its own ``po_`` id), or - with payment_id None - a
+    balance event that names no payment."""
     if payment_id is None:
         obj: dict[str, Any] = {"object": "balance", "available": [{"amount": 1, "currency": "usd"}]}
+    elif kind == "payout":
+        obj = {
+            "object": "payout",
+            "id": payment_id,
+            "status": "paid",
+            "amount_minor": 2500,
+            "currency": "EUR",
+            "destination": "pm_card_visa",
+            "reference": f"wd_{event_id}",
+        }
     elif kind == "payment_intent":
         obj = {"object": "payment_intent", "id": payment_id, "amount": 12_345, "currency": "usd"}
     else:
         obj = {"object": kind, "id": f"{kind[:2]}_{event_id}", "payment_intent": payment_id, "amount": 100}
     event = {
         "id": event_id,
-        "type": f"{obj['object']}.updated",
+        "type": "payout.paid" if kind == "payout" else f"{obj['object']}.updated",
         "created": int(time.time()),
         "data": {"object": obj},
     }

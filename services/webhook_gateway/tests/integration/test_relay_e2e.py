@@ -126,3 +126,42 @@ def test_webhook_reaches_the_topic_keyed_by_payment_id_with_raw_body_intact(
         assert "relay.leader" in relay.logs()
     finally:
         consumer.close()
+
+
+def test_payout_webhooks_reach_the_topic_keyed_by_the_payout_id(
+    stack: Stack,
+    start_gateway,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """payout.* webhooks are not filtered: each is stored once and published once, keyed by the
+    payout's own id (po_...), so a payout's paid and returned events share a partition, raw body intact."""
+    ensure_topic(stack.kafka_bootstrap)
+    consumer = consumer_at_end(stack.kafka_bootstrap)
+    try:
+        gateway: Gateway = start_gateway()
+        relay = Proc(
+            ["-m", "webhook_gateway", "relay"],
+            {**gateway_env(gateway.db_url, gateway.port), "KAFKA_BOOTSTRAP_SERVERS": stack.kafka_bootstrap},
+            tmp_path / "relay.log",
+        )
+        gateway.procs.append(relay)
+        suffix = uuid.uuid4().hex[:10]
+        payout_id = f"po_e2e_{suffix}"
+        bodies = {
+            f"evt_paid_{suffix}": webhook_body(f"evt_paid_{suffix}", payout_id, kind="payout"),
+            f"evt_ret_{suffix}": webhook_body(f"evt_ret_{suffix}", payout_id, kind="payout"),
+        }
+        for raw in bodies.values():
+            assert gateway.deliver(raw).status == 200
+        found = read_events(consumer, set(bodies))
+        assert {event_id: len(copies) for event_id, copies in found.items()} == dict.fromkeys(bodies, 1)
+        for event_id, raw in bodies.items():
+            [(key, event)] = found[event_id]
+            assert key.decode() == event.envelope.payment_id == payout_id
+            assert event.body["raw_body"] == raw
+            stored = gateway.scalar(
+                "SELECT provider_payment_id FROM provider_events WHERE provider_event_id = %s", event_id
+            )
+            assert stored == payout_id
+    finally:
+        consumer.close()

@@ -35,6 +35,15 @@ def test_payment_intent_event_reads_its_id_as_payment_id() -> None:
     assert parsed == ParsedEvent("evt_1", "x.y", "pi_123", 1_700_000_000)
 
 
+def test_payout_event_reads_its_own_id_as_payment_id() -> None:
+    """A payout has no payment intent: its own id keys it, so a payout's events (paid, then returned
+    days later) share one partition and keep their order; the type is not filtered."""
+    payout = {"object": "payout", "id": "po_5", "reference": "wd_1", "status": "paid"}
+    parsed = parse_event(event(payout, type="payout.paid"))
+    assert parsed == ParsedEvent("evt_1", "payout.paid", "po_5", 1_700_000_000)
+    assert isinstance(parsed, ParsedEvent) and outbox_key("simpsp", parsed) == "po_5"
+
+
 @pytest.mark.parametrize("kind", ["refund", "dispute", "charge"])
 def test_refund_and_dispute_read_payment_intent(kind: str) -> None:
     """For a refund or a dispute, the payment id is its payment_intent field."""

@@ -1,5 +1,6 @@
-"""PostgreSQL access of the simulator: intents, refunds, disputes, payouts, balance transactions, idempotency
-records, configuration overrides, report discrepancies (the webhook queue is in ``queue``).
+"""PostgreSQL access of the simulator: intents, refunds, disputes, balance transactions, idempotency
+records, configuration overrides, report discrepancies (the webhook queue is in ``queue``, payouts
+in ``payout_store``).
 
 Every function takes the caller's connection: the application decides the transaction (one per API
 write: effect + idempotency record + webhook rows commit together). Values are always parameters.
@@ -17,7 +18,6 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
 from psp_sim.domain.intents import Intent, PaymentError, Refund
-from psp_sim.domain.payouts import Payout
 from psp_sim.domain.reports import BalanceTxn, Discrepancy
 from psp_sim.domain.wire import Dispute
 
@@ -171,82 +171,6 @@ async def insert_dispute(conn: Conn, d: Dispute) -> None:
     )
 
 
-# -- payouts --------------------------------------------------------------------------------------------
-
-_PAYOUT_COLUMNS: Final = (
-    "id, status, amount_minor, currency, destination, reference, metadata, created_s, settle_at_ms,"
-    " forced_failure_code, failure_code, failure_message, paid_s, failed_s, returned_s"
-)
-
-
-def _payout(row: Sequence[Any]) -> Payout:
-    return Payout(*row)
-
-
-async def get_payout(conn: Conn, payout_id: str, *, lock: bool = False) -> Payout | None:
-    suffix = " FOR UPDATE" if lock else ""
-    cur = await conn.execute(f"SELECT {_PAYOUT_COLUMNS} FROM payouts WHERE id = %s{suffix}", (payout_id,))
-    row = await cur.fetchone()
-    return None if row is None else _payout(row)
-
-
-async def payouts_by_reference(conn: Conn, reference: str) -> list[Payout]:
-    cur = await conn.execute(
-        f"SELECT {_PAYOUT_COLUMNS} FROM payouts WHERE reference = %s ORDER BY created_s, id LIMIT %s",
-        (reference, LIST_LIMIT),
-    )
-    return [_payout(row) for row in await cur.fetchall()]
-
-
-async def count_payouts(conn: Conn, reference: str) -> int:
-    cur = await conn.execute("SELECT count(*) FROM payouts WHERE reference = %s", (reference,))
-    row = await cur.fetchone()
-    return int(cast(tuple[int], row)[0])
-
-
-async def due_payouts(conn: Conn, now_ms: int, limit: int) -> list[Payout]:
-    """Pending payouts whose settle time has come, locked (another transaction skips them)."""
-    cur = await conn.execute(
-        f"SELECT {_PAYOUT_COLUMNS} FROM payouts WHERE status = 'pending' AND settle_at_ms <= %s"
-        " ORDER BY settle_at_ms, id LIMIT %s FOR UPDATE SKIP LOCKED",
-        (now_ms, limit),
-    )
-    return [_payout(row) for row in await cur.fetchall()]
-
-
-async def next_settle_at_ms(conn: Conn) -> int | None:
-    cur = await conn.execute("SELECT min(settle_at_ms) FROM payouts WHERE status = 'pending'")
-    row = await cur.fetchone()
-    return None if row is None or row[0] is None else int(row[0])
-
-
-async def save_payout(conn: Conn, p: Payout) -> None:
-    await conn.execute(
-        f"INSERT INTO payouts ({_PAYOUT_COLUMNS})"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (id) DO UPDATE SET status = EXCLUDED.status, failure_code = EXCLUDED.failure_code,"
-        " failure_message = EXCLUDED.failure_message, paid_s = EXCLUDED.paid_s,"
-        " failed_s = EXCLUDED.failed_s, returned_s = EXCLUDED.returned_s",
-        (
-            p.id,
-            p.status,
-            p.amount_minor,
-            p.currency,
-            p.destination,
-            p.reference,
-            Jsonb(p.metadata),
-            p.created_s,
-            p.settle_at_ms,
-            p.forced_failure_code,
-            p.failure_code,
-            p.failure_message,
-            p.paid_s,
-            p.failed_s,
-            p.returned_s,
-        ),
-    )
-
-
 # -- balance transactions and reports --------------------------------------------------------------
 
 
@@ -357,6 +281,15 @@ async def claim_key(
         " created_ms = EXCLUDED.created_ms, expires_ms = EXCLUDED.expires_ms"
         " WHERE idempotency_keys.expires_ms <= EXCLUDED.created_ms RETURNING 1",
         (key, digest, status, body, now_ms, now_ms + ttl_ms),
+    )
+    return await cur.fetchone() is not None
+
+
+async def key_is_live(conn: Conn, key: str, now_ms: int) -> bool:
+    """Whether ``key`` is recorded and not expired (committed rows only: a concurrent first call with
+    the key is still found by ``claim_key``, which waits for it)."""
+    cur = await conn.execute(
+        "SELECT 1 FROM idempotency_keys WHERE idem_key = %s AND expires_ms > %s", (key, now_ms)
     )
     return await cur.fetchone() is not None
 

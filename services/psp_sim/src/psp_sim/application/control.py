@@ -14,7 +14,7 @@ from typing import Any, Final
 from backbone.ids import new_id
 from psycopg_pool import AsyncConnectionPool
 
-from psp_sim.adapters import queue, store
+from psp_sim.adapters import payout_store, queue, store
 from psp_sim.adapters.store import Conn
 from psp_sim.application.config import ConfigError, ConfigHolder, SimConfig, apply_overrides
 from psp_sim.application.effects import dispute_effect, payout_effect, refund_effect, refused
@@ -167,7 +167,7 @@ class ControlService:
         ``payout.returned``, in one transaction. Any other status: 400, nothing changes."""
         clock_ms = self._clock_ms()
         async with self._pool.connection() as conn, conn.transaction():
-            payout = await store.get_payout(conn, payout_id, lock=True)
+            payout = await payout_store.get_payout(conn, payout_id, lock=True)
             if payout is None:
                 return not_found("payout", payout_id)
             decision = payouts.return_paid(payout, code, now_s=clock_ms // 1000)
@@ -180,7 +180,7 @@ class ControlService:
 
     async def count_payouts(self, reference: str) -> int:
         async with self._pool.connection() as conn:
-            return await store.count_payouts(conn, reference)
+            return await payout_store.count_payouts(conn, reference)
 
     # -- webhooks ------------------------------------------------------------------------------------------
 

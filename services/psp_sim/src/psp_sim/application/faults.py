@@ -174,6 +174,10 @@ class FaultBook:
         self.rules, self.version = rules, int(snapshot["version"])
         self._ids = itertools.count(int(snapshot["next_id"]))
 
+    def has_any(self, kinds: frozenset[str]) -> bool:
+        """Whether a rule of ``kinds`` with budget left is armed."""
+        return any(r.kind in kinds and r.remaining != 0 for r in self.rules)
+
     @property
     def active(self) -> bool:
         return bool(self.rules)

@@ -6,7 +6,8 @@ A write, in order, inside one transaction:
 1. lock the intent it acts on (``SELECT ... FOR UPDATE``; 404 if missing: not recorded);
 2. take the call fault that matches, if any: ``fail_without_apply``/``hang_without_apply`` end here
    with nothing written (not even the idempotency key, so a retry executes);
-3. decide (pure) the complete answer and effect;
+3. decide (pure) the complete answer and effect (when a rule shaping effects is armed, a key already
+   recorded is replayed first, so a replay never spends that rule's budget);
 4. claim the idempotency key with that answer: if the key exists and has not expired, the stored
    answer is replayed when the request digest matches, else 409 ``idempotency_key_reused``, and
    nothing else is written;
@@ -27,7 +28,7 @@ from backbone.ids import new_id
 from backbone.invariants import unreachable
 from psycopg_pool import AsyncConnectionPool
 
-from psp_sim.adapters import queue, store
+from psp_sim.adapters import payout_store, queue, store
 from psp_sim.adapters.queue import NewEvent
 from psp_sim.adapters.store import Conn
 from psp_sim.application.config import ConfigHolder
@@ -38,7 +39,7 @@ from psp_sim.application.effects import (
     payout_effect,
     refund_effect,
 )
-from psp_sim.application.faults import CALL_KINDS, FaultBook, FaultRule
+from psp_sim.application.faults import CALL_KINDS, EFFECT_KINDS, FaultBook, FaultRule
 from psp_sim.domain import intents as domain
 from psp_sim.domain import payouts
 from psp_sim.domain.fees import FeeSchedule
@@ -241,7 +242,7 @@ class PspService:
         clock_ms = self._clock_ms()
         queued = False
         async with self._pool.connection() as conn, conn.transaction():
-            due = await store.due_payouts(conn, clock_ms, batch_max)
+            due = await payout_store.due_payouts(conn, clock_ms, batch_max)
             for payout in due:
                 decision = payouts.settle(payout, now_s=clock_ms // 1000)
                 effect = payout_effect(payout, decision, txn_id=new_id("txn"), now_s=clock_ms // 1000)
@@ -272,6 +273,12 @@ class PspService:
             if fault is not None and fault.kind in _NO_EFFECT_KINDS:
                 await self.keep_faults(conn)
                 return Outcome(Response(fault.status, b""), fault)
+            # A replay must not spend the budget of a rule that shapes effects (refund_pending,
+            # payout_refuse, payout_fail): with such rules armed, a key already recorded replays
+            # before deciding. (Without them, the claim below finds it: no extra query per write.)
+            if self._faults.has_any(EFFECT_KINDS) and await store.key_is_live(conn, key, clock_ms):
+                await self.keep_faults(conn)
+                return Outcome(await _replay(conn, key, digest), fault)
             effect = decide(intent, now_s)
             body = dumps(effect.body)
             if not await store.claim_key(conn, key, digest, effect.status, body, clock_ms, ttl_ms):
@@ -295,7 +302,7 @@ class PspService:
         if effect.dispute is not None:
             await store.insert_dispute(conn, effect.dispute)
         if effect.payout is not None:
-            await store.save_payout(conn, effect.payout)
+            await payout_store.save_payout(conn, effect.payout)
         for txn in effect.balance:
             await store.insert_balance_txn(conn, txn, business_date(txn.created_s))
         queued, claimed = False, []
@@ -365,14 +372,14 @@ class PspService:
 
     async def retrieve_payout(self, payout_id: str) -> Outcome:
         async with self._pool.connection() as conn:
-            payout = await store.get_payout(conn, payout_id)
+            payout = await payout_store.get_payout(conn, payout_id)
         if payout is None:
             return await self._read((), not_found("payout", payout_id))
         return await self._read((payout.reference,), Response(200, dumps(payout_json(payout))))
 
     async def payouts_by_reference(self, reference: str) -> Outcome:
         async with self._pool.connection() as conn:
-            found = await store.payouts_by_reference(conn, reference)
+            found = await payout_store.payouts_by_reference(conn, reference)
         return await self._read(
             (reference,), Response(200, dumps(list_json([payout_json(p) for p in found])))
         )

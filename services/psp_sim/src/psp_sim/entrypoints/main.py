@@ -23,20 +23,22 @@ from psp_sim.settings import SimSettings, problems
 log = get_logger("psp_sim")
 _WATCH_INTERVAL_S = 5.0
 _SETTLE_INTERVAL_S = 0.1
+_SETTLE_RETRY_S = 1.0
 
 
 async def _settle_payouts(sim: Simulator, stop: asyncio.Event) -> None:
     """Pending payouts become paid or failed when their time comes (the payout delay). A batch that
     was full is followed at once by the next; a database error waits one interval and tries again."""
     while not stop.is_set():
-        settled = 0
+        settled, wait_s = 0, _SETTLE_INTERVAL_S
         try:
             settled = await sim.service.settle_due()
-        except Exception as exc:  # the database is down or busy: the next pass retries, never a crash
+        except Exception as exc:  # the database is down or busy: retry later, never a crash
             log.warning("payouts.settle_failed", error=type(exc).__name__)
+            wait_s = _SETTLE_RETRY_S
         if settled < SETTLE_BATCH_MAX:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), _SETTLE_INTERVAL_S)
+                await asyncio.wait_for(stop.wait(), wait_s)
 
 
 async def _watch(sim: Simulator, stop: asyncio.Event) -> None:

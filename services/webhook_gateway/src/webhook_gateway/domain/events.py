@@ -7,7 +7,9 @@ to deduplicate and route, and forwards the raw bytes intact. Body shape (provide
      "data": {"object": {"object": "payment_intent", "id": "pi_…", …}}}
 
 ``data.object`` is a payment intent (its ``id`` is the payment id), or a refund or a dispute (whose
-``payment_intent`` is, either as an id or as an expanded object with an ``id``).
+``payment_intent`` is, either as an id or as an expanded object with an ``id``), or a payout (money
+out, ``po_…``: it has no payment intent, so its own ``id`` is the key, and one payout's events share a
+partition, in order). Event types are never filtered: any authentic event is stored and forwarded.
 
 Invariants kept here:
 - pure: bytes in, a closed result out; the caller has already bounded the body's size;
@@ -76,7 +78,8 @@ def payment_id_of(data: Any) -> str | None:
     obj = data.get("object")
     if not isinstance(obj, Mapping):
         return None
-    candidate = obj.get("id") if obj.get("object") == "payment_intent" else obj.get("payment_intent")
+    own_id = obj.get("object") in ("payment_intent", "payout")
+    candidate = obj.get("id") if own_id else obj.get("payment_intent")
     if isinstance(candidate, Mapping):  # an expanded payment intent
         candidate = candidate.get("id")
     return candidate if is_token(candidate) else None
