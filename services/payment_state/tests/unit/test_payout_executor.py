@@ -216,3 +216,22 @@ def test_two_payouts_under_our_reference_go_to_a_person() -> None:
     assert (state.payout.status, state.operation.status) == (PayoutStatus.PENDING, OperationStatus.UNKNOWN)
     assert _events(store) == ["PaymentNeedsAttention"] and len(psp.payout_calls) == 1
     assert [kind for (key, _, kind) in store.cases if key == WD] == ["provider_duplicates"]
+
+
+def test_a_payout_the_psp_forgets_is_never_created_again() -> None:
+    """The PSP answered pending (we hold its payout id), then a lookup by that id says Absent: no
+    second create is sent, ever; a case provider_conflict for a person, the payout stays SUBMITTED."""
+    store, psp = InMemoryPaymentStore(), MemoryPsp(payouts_pending=True)
+    _command(store, _request())
+    executor = _executor(store, psp)
+    executor.run_once()
+    psp.payouts.clear()
+    _drive(store, executor)
+    state = _payout(store)
+    assert state.payout.status == PayoutStatus.SUBMITTED and len(psp.payout_calls) == 1
+    # provider_conflict at once; the lookups go on, so unknown_unresolved follows after the limit
+    assert [kind for (key, _, kind) in store.cases if key == WD] == [
+        "provider_conflict",
+        "unknown_unresolved",
+    ]
+    assert set(_events(store)) == {"PaymentNeedsAttention"}

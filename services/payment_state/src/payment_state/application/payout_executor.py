@@ -165,7 +165,7 @@ class PayoutExecutor:
         lookup = self._psp.find_payout(withdrawal_id, state.payout.provider_payout_id)
         metrics.PROVIDER_CALLS.labels("lookup_payout", type(lookup).__name__).inc()
         with self._transaction() as store:
-            answer = self._apply_lookup(store, withdrawal_id, lookup)
+            answer = self._apply_lookup(store, state, lookup)
             if answer is None:
                 store.release_payout(operation_id, self._c.worker_id, 0)
                 return
@@ -180,15 +180,22 @@ class PayoutExecutor:
         self._call(self._load(withdrawal_id))
 
     def _apply_lookup(
-        self, store: PaymentStore, withdrawal_id: str, lookup: PayoutLookup
+        self, store: PaymentStore, state: PayoutState, lookup: PayoutLookup
     ) -> LookupAnswer | None:
         """Apply what a lookup found; None when the operation is resolved now."""
+        withdrawal_id = state.payout.withdrawal_id
         match lookup:
             case Found(fact=fact):
                 apply_payout_provider_fact(
                     store, self._ctx, fact, source="lookup", withdrawal_id=withdrawal_id
                 )
                 return None if self._current(store, withdrawal_id).operation.is_terminal else "found_pending"
+            case Absent() if state.payout.provider_payout_id is not None:
+                # The PSP reported this payout before and now has no such id: never a reason to
+                # create again (a PSP that forgot our key would make a second payout). A person looks.
+                detail = f"the PSP has no payout {state.payout.provider_payout_id}, which it reported before"
+                open_payout_case(store, self._current(store, withdrawal_id), "provider_conflict", detail)
+                return "no_answer"
             case Absent():
                 return "absent"
             case Conflict():
