@@ -585,3 +585,19 @@ def test_payout_claims_follow_the_operation_rules(h: StoreHarness) -> None:
     assert loaded is not None
     assert (loaded.operation.status, loaded.operation.attempts, loaded.operation.unknown_reason) == (
         OperationStatus.UNKNOWN, 2, "timeout")  # fmt: skip
+
+
+def test_open_payout_operations_count_pending_and_unknown(h: StoreHarness) -> None:
+    """The payout metrics' figures: open payout operations by status and the oldest UNKNOWN's age."""
+    with h.transaction() as store:
+        before = store.open_payout_operations()
+    first, second = _payout_state(), _payout_state()
+    with h.transaction() as store:
+        store.create_payout(first)
+        store.create_payout(second)
+        store.mark_payout_unknown(second.operation.operation_id, "timeout")
+    h.wait(200)
+    with h.transaction() as store:
+        after = store.open_payout_operations()
+    assert (after.pending - before.pending, after.unknown - before.unknown) == (1, 1)
+    assert after.oldest_unknown_s >= 0.1

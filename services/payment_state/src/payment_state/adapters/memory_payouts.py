@@ -9,6 +9,7 @@ from dataclasses import replace
 from backbone.invariants import invariant
 
 from payment_state.adapters.memory_tables import OPEN, PayoutRow, Tables, UniqueViolation
+from payment_state.application.ports import OpenOperations
 from payment_state.domain.model import OperationStatus
 from payment_state.domain.payouts import PayoutOperation, PayoutState
 
@@ -106,7 +107,16 @@ class InMemoryPayouts:
         if row is None or row.state.operation.status not in OPEN:
             return
         op = replace(row.state.operation, status=OperationStatus.UNKNOWN, unknown_reason=reason[:200])
+        row.unknown_since_ms = self._now_ms if row.unknown_since_ms is None else row.unknown_since_ms
         self._set_op(row, replace(op, call_in_flight=False))
+
+    def open_payout_operations(self) -> OpenOperations:
+        ops = [r.state.operation for r in self._t.payouts.values()]
+        pending = sum(1 for op in ops if op.status == OperationStatus.PENDING)
+        unknown = [r for r in self._t.payouts.values() if r.state.operation.status == OperationStatus.UNKNOWN]
+        since = [r.unknown_since_ms for r in unknown if r.unknown_since_ms is not None]
+        oldest_s = 0.0 if not since else (self._now_ms - min(since)) / 1000
+        return OpenOperations(pending, len(unknown), oldest_s)
 
     def release_payout(self, operation_id: str, worker: str, delay_ms: int) -> None:
         row = self._claimed_payout(operation_id, worker)

@@ -77,6 +77,7 @@ class PayoutRow:
     next_attempt_at_ms: int
     claimed_by: str | None = None
     claimed_until_ms: int | None = None
+    unknown_since_ms: int | None = None
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any, Final
 import psycopg
 from backbone.invariants import invariant
 
+from payment_state.application.ports import OpenOperations
 from payment_state.domain.model import OperationStatus
 from payment_state.domain.payouts import Payout, PayoutOperation, PayoutState, PayoutStatus
 
@@ -165,6 +166,15 @@ class PgPayouts:
             " WHERE operation_id = %s AND status IN ('PENDING', 'UNKNOWN')",
             (reason[:200], operation_id),
         )
+
+    def open_payout_operations(self) -> OpenOperations:
+        row = self._conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'PENDING'), count(*) FILTER (WHERE status = 'UNKNOWN'),"
+            " coalesce(extract(epoch FROM now() - min(unknown_since) FILTER (WHERE status = 'UNKNOWN')), 0)"
+            " FROM payout_operations WHERE status IN ('PENDING', 'UNKNOWN')"
+        ).fetchone()
+        assert row is not None
+        return OpenOperations(int(row[0]), int(row[1]), float(row[2]))
 
     def release_payout(self, operation_id: str, worker: str, delay_ms: int) -> None:
         self._conn.execute(

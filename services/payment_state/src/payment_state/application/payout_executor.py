@@ -94,6 +94,13 @@ class PayoutExecutor:
                 pass
         return len(claimed)
 
+    def refresh_metrics(self) -> None:
+        with self._transaction() as store:
+            open_operations = store.open_payout_operations()
+        metrics.OPEN_PAYOUT_OPERATIONS.labels("PENDING").set(open_operations.pending)
+        metrics.OPEN_PAYOUT_OPERATIONS.labels("UNKNOWN").set(open_operations.unknown)
+        metrics.OLDEST_UNKNOWN_PAYOUT_SECONDS.set(open_operations.oldest_unknown_s)
+
     def _process_safely(self, claimed: PayoutOperation) -> None:
         try:
             self.process(claimed.withdrawal_id)

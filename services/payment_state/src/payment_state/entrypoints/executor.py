@@ -103,6 +103,8 @@ class ExecutorLoop:
         if time.monotonic() - self._last_metrics > _HOUSEKEEPING_INTERVAL_S:
             self._last_metrics = time.monotonic()
             self._executor.refresh_metrics()
+            if self._payouts is not None:
+                self._payouts.refresh_metrics()
             self._prune_keys()
         if claimed == 0:
             for _ in listener.notifies(timeout=self._poll_s, stop_after=1):
