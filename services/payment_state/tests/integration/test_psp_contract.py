@@ -19,12 +19,16 @@ from payment_state.application.ports import (
     CallResult,
     CancelCall,
     CaptureCall,
+    Conflict,
     Found,
+    PayoutCall,
+    PayoutCallResult,
     Psp,
     RefundCall,
     Refused,
 )
 from payment_state.domain.facts import IntentFact, IntentStatus, RefundFact, RefundStatus
+from payment_state.domain.payouts import PayoutFact, PspPayoutStatus
 from payment_state.testing import PSP_SIM_MIGRATIONS, PspSim
 
 _ids = itertools.count(1)
@@ -33,7 +37,8 @@ _ids = itertools.count(1)
 @pytest.fixture(scope="module")
 def sim(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PspSim]:
     db_url = databases.create_database(stack.pg_admin_url, [PSP_SIM_MIGRATIONS], prefix="pssim")
-    process = PspSim(db_url, tmp_path_factory.mktemp("sim")).start()
+    # payouts settle at once, as the fake's do (the simulator's default: pending for a second)
+    process = PspSim(db_url, tmp_path_factory.mktemp("sim"), PSP_SIM_PAYOUT_SETTLE_DELAY_MS="0").start()
     yield process
     process.stop()
     databases.drop_database(stack.pg_admin_url, db_url)
@@ -134,3 +139,42 @@ def test_refunds_are_capped_and_found_by_our_operation(psp: Psp) -> None:
     assert isinstance(found, Found) and isinstance(found.fact, RefundFact)
     assert found.fact.provider_refund_id == first.fact.provider_refund_id
     assert isinstance(psp.find_refund("op_never_sent", None), Absent)
+
+
+# -- payouts ----------------------------------------------------------------------------------------
+
+
+def payout(
+    psp: Psp, destination: str = "pm_card_visa", op: str | None = None, wd: str | None = None
+) -> tuple[PayoutCall, PayoutCallResult]:
+    n = next(_ids)
+    call = PayoutCall(op or f"op_po_{n}_{id(_ids)}", wd or f"wd_{n:032x}", "m1", 2_500, "EUR", destination)
+    return call, psp.create_payout(call)
+
+
+def test_payout_paid_replayed_and_found(psp: Psp) -> None:
+    """A payout to a test card is paid (with our reference, amount, currency); the same operation id
+    replays the same payout; lookups by id and by reference find it; an unknown reference is Absent."""
+    call, result = payout(psp)
+    assert isinstance(result, Applied) and isinstance(result.fact, PayoutFact)
+    fact = result.fact
+    assert (fact.status, fact.amount_minor, fact.currency, fact.reference) == (
+        PspPayoutStatus.PAID, 2_500, "EUR", call.withdrawal_id)  # fmt: skip
+    assert psp.create_payout(call) == result
+    assert psp.find_payout(call.withdrawal_id, fact.provider_payout_id) == Found(fact)
+    assert psp.find_payout(call.withdrawal_id, None) == Found(fact)
+    assert isinstance(psp.find_payout(f"wd_{'f' * 32}", None), Absent)
+
+
+def test_payout_to_an_unknown_token_is_refused_and_creates_nothing(psp: Psp) -> None:
+    """An unknown destination token is a definite refusal (resource_missing): nothing to find after."""
+    call, result = payout(psp, destination="pm_nonexistent")
+    assert isinstance(result, Refused) and result.fact.code == "resource_missing"
+    assert isinstance(psp.find_payout(call.withdrawal_id, None), Absent)
+
+
+def test_two_payouts_under_one_reference_are_a_conflict(psp: Psp) -> None:
+    """Two operation ids with one reference make two payouts: the lookup by reference is a Conflict."""
+    call, _ = payout(psp)
+    payout(psp, wd=call.withdrawal_id)
+    assert isinstance(psp.find_payout(call.withdrawal_id, None), Conflict)

@@ -37,6 +37,15 @@ from payment_state.domain.model import (
     PaymentState,
     PaymentStatus,
 )
+from payment_state.domain.payout_requests import CreatePayoutRequest, decide_payout
+from payment_state.domain.payouts import (
+    PayoutApplied,
+    PayoutFact,
+    PayoutState,
+    PayoutStatus,
+    PspPayoutStatus,
+    apply_payout_fact,
+)
 from payment_state.domain.repairs import RepairOutcome, RepairRequest, request_of
 from payment_state.testing import (
     StoreHarness,
@@ -499,3 +508,96 @@ def test_events_and_changes_commit_with_their_transaction_or_not_at_all(h: Store
         assert store.claim_idempotency_key("m1", "create", "k-rolled-back", "d", None) is None
         assert store.open_case(pid, None, "provider_conflict", "x")
         assert not store.webhook_seen("simpsp", "evt_rb")
+
+
+# -- payouts ----------------------------------------------------------------------------------------
+
+
+def _payout_state(withdrawal_id: str | None = None) -> PayoutState:
+    wd = withdrawal_id or "wd_" + uuid.uuid4().hex
+    request = CreatePayoutRequest(wd, "simpsp", 2_500, "EUR", "pm_card_visa", "pay_1", 1001, 7)
+    return decide_payout(
+        request, merchant_id="m1", operation_id=f"op_{uuid.uuid4().hex[:12]}", now_ms=1_800_000_000_000
+    )
+
+
+def test_a_payout_is_created_once_per_withdrawal_and_read_by_its_merchant_only(h: StoreHarness) -> None:
+    """create_payout inserts the payout and its operation once; a second create for the same
+    withdrawal (whatever it asks) inserts nothing; another merchant does not see it."""
+    state = _payout_state()
+    wd = state.payout.withdrawal_id
+    with h.transaction() as store:
+        assert store.create_payout(state)
+        assert not store.create_payout(_payout_state(wd))
+    with h.transaction() as store:
+        loaded = store.load_payout(wd, merchant_id="m1")
+        assert store.load_payout(wd, merchant_id="m2") is None
+    assert loaded is not None
+    assert loaded.payout == state.payout and loaded.operation.operation_id == state.operation.operation_id
+    assert (loaded.operation.status, loaded.operation.attempts) == (OperationStatus.PENDING, 0)
+
+
+def test_a_payout_save_is_conditional_on_its_version_and_its_psp_id_is_unique(h: StoreHarness) -> None:
+    """save_payout writes only at the version read (a second writer on the same version loses) and
+    finds the payout by its provider payout id afterwards; its operation's outcome is saved with it."""
+    state = _payout_state()
+    with h.transaction() as store:
+        store.create_payout(state)
+        before = store.load_payout(state.payout.withdrawal_id)
+    assert before is not None
+    paid = PayoutFact(
+        "po_" + uuid.uuid4().hex, PspPayoutStatus.PAID, 2_500, "EUR", state.payout.withdrawal_id
+    )
+    result = apply_payout_fact(before, paid)
+    assert isinstance(result, PayoutApplied)
+    with h.transaction() as store:
+        assert store.save_payout(before, result.state)
+        assert not store.save_payout(before, result.state)
+        ppid = result.state.payout.provider_payout_id
+        assert ppid is not None
+        assert store.withdrawal_id_by_provider_payout("simpsp", ppid) == state.payout.withdrawal_id
+    with h.transaction() as store:
+        after = store.load_payout(state.payout.withdrawal_id)
+    assert after is not None
+    assert (after.payout.status, after.operation.status) == (PayoutStatus.PAID, OperationStatus.SUCCEEDED)
+
+
+def test_payout_claims_follow_the_operation_rules(h: StoreHarness) -> None:
+    """A payout operation is claimed by one worker while its lease runs; only the holder starts a
+    call; UNKNOWN moves only an open operation; after the lease expires another worker takes it and
+    the old holder's release changes nothing."""
+    state = _payout_state()
+    op_id = state.operation.operation_id
+    with h.transaction() as store:
+        store.create_payout(state)
+    with h.transaction() as store:
+        assert [o.operation_id for o in store.claim_due_payouts("w1", 100, 300)] == [op_id]
+        assert op_id not in [o.operation_id for o in store.claim_due_payouts("w2", 100, 300)]
+        assert not store.start_payout_call(op_id, "w2")
+        assert store.start_payout_call(op_id, "w1")
+        store.mark_payout_unknown(op_id, "timeout")
+    h.wait(400)
+    with h.transaction() as store:
+        assert [o.operation_id for o in store.claim_due_payouts("w2", 100, 300)] == [op_id]
+        store.release_payout(op_id, "w1", 60_000)  # the old holder: nothing
+        assert store.count_payout_lookup(op_id, "w2") and not store.count_payout_lookup(op_id, "w1")
+        loaded = store.load_payout(state.payout.withdrawal_id)
+    assert loaded is not None
+    assert (loaded.operation.status, loaded.operation.attempts, loaded.operation.unknown_reason) == (
+        OperationStatus.UNKNOWN, 2, "timeout")  # fmt: skip
+
+
+def test_open_payout_operations_count_pending_and_unknown(h: StoreHarness) -> None:
+    """The payout metrics' figures: open payout operations by status and the oldest UNKNOWN's age."""
+    with h.transaction() as store:
+        before = store.open_payout_operations()
+    first, second = _payout_state(), _payout_state()
+    with h.transaction() as store:
+        store.create_payout(first)
+        store.create_payout(second)
+        store.mark_payout_unknown(second.operation.operation_id, "timeout")
+    h.wait(200)
+    with h.transaction() as store:
+        after = store.open_payout_operations()
+    assert (after.pending - before.pending, after.unknown - before.unknown) == (1, 1)
+    assert after.oldest_unknown_s >= 0.1

@@ -9,6 +9,7 @@ import pytest
 from payment_state.adapters.simpsp_objects import parse_webhook
 from payment_state.application.ports import Ignored
 from payment_state.domain.facts import DisputeFact, IntentFact, IntentStatus, RefundFact, RefundStatus
+from payment_state.domain.payouts import PayoutFact, PspPayoutStatus
 from payment_state.testing import dispute_object, intent_object, refund_object, webhook_body
 
 
@@ -73,8 +74,7 @@ def test_refund_and_dispute() -> None:
     assert parse_webhook(webhook_body("evt_4", "charge.dispute.closed", dispute)) == Ignored(
         "charge.dispute.closed"
     )
-    # payout.* are documented types now (backbone.psp reads them); this adapter keeps them for audit
-    # until the payout worker acts on them.
+    # payout.* events are payout facts, read exactly as a lookup's answer
     payout = {
         "id": "po_1",
         "object": "payout",
@@ -84,7 +84,9 @@ def test_refund_and_dispute() -> None:
         "destination": "pm_card_visa",
         "reference": "wd_1",
     }
-    assert parse_webhook(webhook_body("evt_5", "payout.paid", payout)) == Ignored("payout.paid")
+    assert parse_webhook(webhook_body("evt_5", "payout.paid", payout)) == PayoutFact(
+        "po_1", PspPayoutStatus.PAID, 5, "EUR", "wd_1"
+    )
 
 
 @pytest.mark.parametrize(

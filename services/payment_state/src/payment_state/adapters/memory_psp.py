@@ -9,7 +9,10 @@ Behaviour by payment method, as the simulator's test methods: ``pm_card_visa`` a
 refused (``resource_missing``). Faults for tests: ``fail_next``
 (``"lost_response"``: the provider acts, the answer is lost; ``"timeout"``: nothing reaches it),
 ``unavailable`` (every call and lookup goes unanswered), ``forget_keys`` (the idempotency window
-passed), ``refunds_pending`` (refunds stay pending until ``settle_refund``).
+passed), ``refunds_pending`` (refunds stay pending until ``settle_refund``). Payouts: one per
+idempotency key; ``pm_card_visa``/``pm_card_mastercard`` are paid at once unless ``payouts_pending``
+(then ``settle_payout``), ``pm_card_declined`` fails (``card_declined``), anything else is refused
+(``resource_missing``); ``return_payout`` sends a paid one back; ``fail_next`` works for them too.
 """
 
 from __future__ import annotations
@@ -26,14 +29,19 @@ from payment_state.application.ports import (
     CallResult,
     CancelCall,
     CaptureCall,
+    Conflict,
     Found,
     Lookup,
     NoAnswer,
+    PayoutCall,
+    PayoutCallResult,
+    PayoutLookup,
     ProviderCall,
     RefundCall,
     Refused,
 )
 from payment_state.domain.facts import CallRefused, IntentFact, IntentStatus, RefundFact, RefundStatus
+from payment_state.domain.payouts import PayoutFact, PayoutRefused, PspPayoutStatus
 
 AUTHORIZING: Final = ("pm_card_visa", "pm_card_mastercard")
 THREE_DS: Final = "pm_card_3ds_required"
@@ -48,7 +56,11 @@ class MemoryPsp:
     fail_next: list[str] = field(default_factory=list)
     intents: dict[str, IntentFact] = field(default_factory=dict)
     refunds: dict[str, RefundFact] = field(default_factory=dict)
+    payouts_pending: bool = False
+    payouts: dict[str, PayoutFact] = field(default_factory=dict)
     calls: list[ProviderCall] = field(default_factory=list)
+    payout_calls: list[PayoutCall] = field(default_factory=list)
+    _payout_keys: dict[str, PayoutCallResult] = field(default_factory=dict)
     _keys: dict[str, CallResult] = field(default_factory=dict)
     _by_reference: dict[str, str] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -87,6 +99,30 @@ class MemoryPsp:
             refund = self.refunds.get(provider_refund_id or self._by_reference.get(operation_id, ""))
             return Absent() if refund is None else Found(refund)
 
+    def create_payout(self, call: PayoutCall) -> PayoutCallResult:
+        with self._lock:
+            self.payout_calls.append(call)
+            fault = self.fail_next.pop(0) if self.fail_next else None
+            if self.unavailable or fault == "timeout":
+                return NoAnswer("timeout")
+            result = self._payout_keys.get(call.operation_id)
+            if result is None:
+                result = self._pay_out(call)
+                self._payout_keys[call.operation_id] = result
+            return NoAnswer("timeout") if fault == "lost_response" else result
+
+    def find_payout(self, withdrawal_id: str, provider_payout_id: str | None) -> PayoutLookup:
+        with self._lock:
+            if self.unavailable:
+                return NoAnswer("unavailable")
+            if provider_payout_id is not None:
+                found = self.payouts.get(provider_payout_id)
+                return Absent() if found is None else Found(found)
+            matches = [p for p in self.payouts.values() if p.reference == withdrawal_id]
+            if len(matches) > 1:
+                return Conflict(len(matches))
+            return Found(matches[0]) if matches else Absent()
+
     # -- test controls -----------------------------------------------------------------------------
 
     def forget_keys(self) -> None:
@@ -110,6 +146,35 @@ class MemoryPsp:
             status = RefundStatus.SUCCEEDED if succeed else RefundStatus.FAILED
             self.refunds[provider_refund_id] = replace(self.refunds[provider_refund_id], status=status)
             return self.refunds[provider_refund_id]
+
+    def settle_payout(self, provider_payout_id: str, paid: bool) -> PayoutFact:
+        with self._lock:
+            payout = self.payouts[provider_payout_id]
+            if paid:
+                payout = replace(payout, status=PspPayoutStatus.PAID)
+            else:
+                payout = replace(payout, status=PspPayoutStatus.FAILED, failure_code="card_declined")
+            self.payouts[provider_payout_id] = payout
+            return payout
+
+    def return_payout(self, provider_payout_id: str) -> PayoutFact:
+        with self._lock:
+            payout = replace(self.payouts[provider_payout_id], status=PspPayoutStatus.RETURNED,
+                             failure_code="account_closed")  # fmt: skip
+            self.payouts[provider_payout_id] = payout
+            return payout
+
+    def _pay_out(self, call: PayoutCall) -> PayoutCallResult:
+        if call.destination_token not in (*AUTHORIZING, DECLINED):
+            return Refused(PayoutRefused(call.operation_id, "resource_missing", "No such payment method"))
+        status = PspPayoutStatus.PENDING if self.payouts_pending else PspPayoutStatus.PAID
+        payout = PayoutFact(
+            f"po_{next(self._ids)}", status, call.amount_minor, call.currency, call.withdrawal_id
+        )
+        if call.destination_token == DECLINED:
+            payout = replace(payout, status=PspPayoutStatus.FAILED, failure_code="card_declined")
+        self.payouts[payout.provider_payout_id] = payout
+        return Applied(payout)
 
     # -- provider behaviour ----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from typing import Any
 from backbone.invariants import invariant
 
 from payment_state.adapters.memory_claims import InMemoryOperationClaims
+from payment_state.adapters.memory_payouts import InMemoryPayouts
 from payment_state.adapters.memory_repairs import InMemoryRepairs
 from payment_state.adapters.memory_tables import (
     KINDS,
@@ -52,7 +53,7 @@ from payment_state.domain.model import (
 __all__ = ["FactRow", "InMemoryPaymentStore", "UniqueViolation"]
 
 
-class InMemoryPaymentStore(InMemoryOperationClaims, InMemoryRepairs):
+class InMemoryPaymentStore(InMemoryOperationClaims, InMemoryRepairs, InMemoryPayouts):
     """``PaymentStore`` in memory; ``transaction()`` is its ``Transactions``."""
 
     def __init__(self, now_ms: int = 1_800_000_000_000) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.model import Operation, OperationStatus, Payment
+from payment_state.domain.payouts import PayoutState
 from payment_state.domain.repairs import RepairRequest
 
 OPEN: Final = frozenset({OperationStatus.PENDING, OperationStatus.UNKNOWN})
@@ -68,6 +69,18 @@ class FactRow:
 
 
 @dataclass
+class PayoutRow:
+    """A payout with its operation's claim (which ``PayoutOperation`` does not carry)."""
+
+    state: PayoutState
+    seq: int
+    next_attempt_at_ms: int
+    claimed_by: str | None = None
+    claimed_until_ms: int | None = None
+    unknown_since_ms: int | None = None
+
+
+@dataclass
 class Tables:
     payments: dict[str, Payment] = field(default_factory=dict)
     operations: dict[str, OperationRow] = field(default_factory=dict)
@@ -79,6 +92,8 @@ class Tables:
     cases: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # repair id -> the request and where it stands
     repairs: dict[int, RepairRow] = field(default_factory=dict)
+    # withdrawal id -> its payout, operation and the operation's claim (``memory_payouts.PayoutRow``)
+    payouts: dict[str, PayoutRow] = field(default_factory=dict)
     # (payment id, event type, body, causation id): the outbox, payment events and repair outcomes
     events: list[tuple[str, str, dict[str, Any], str | None]] = field(default_factory=list)
 

@@ -30,6 +30,7 @@ from psycopg.types.json import Jsonb
 from payment_state.adapters import pg_reads
 from payment_state.adapters.pg_reads import LOAD_STATE, PAYMENT_FIELDS
 from payment_state.adapters.postgres_claims import PgOperationClaims
+from payment_state.adapters.postgres_payouts import PgPayouts
 from payment_state.adapters.postgres_repairs import PgRepairs
 from payment_state.application.ports import Created, CreateOutcome, PaymentIdTaken
 from payment_state.domain.commands import StoredResponse
@@ -68,7 +69,7 @@ _SAVE_PAYMENT: Final = (
 _CAPACITY_GUARD: Final = " AND captured_minor - refunded_minor - pending_refund_minor >= %s"
 
 
-class PgPaymentStore(PgOperationClaims, PgRepairs):
+class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
     """``PaymentStore`` on a connection inside an open transaction, and the service's outbox
     (payment events on ``events_topic``, repair outcomes on ``outcomes_topic``)."""
 

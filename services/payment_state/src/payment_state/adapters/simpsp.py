@@ -27,6 +27,9 @@ from backbone.psp import (
     IntentWrite,
     NoAnswer,
     PaymentIntent,
+    Payout,
+    PayoutLookup,
+    PayoutWrite,
     PspClient,
     PspClientSettings,
     Refund,
@@ -35,9 +38,10 @@ from backbone.psp import (
     Refused,
 )
 
-from payment_state.adapters.simpsp_objects import intent_fact, refund_fact
+from payment_state.adapters.simpsp_objects import intent_fact, payout_fact, refund_fact
 from payment_state.application import ports
 from payment_state.domain.facts import CallRefused, IntentFact, RefundFact
+from payment_state.domain.payouts import PayoutRefused
 
 PROVIDER: Final = "simpsp"
 # The PSP's closed sets of reasons; a caller's free text stays in our records only.
@@ -108,6 +112,22 @@ class SimPsp:
             return _lookup(self._client.retrieve_refund(provider_refund_id))
         return _lookup(self._client.find_refund_by_reference(operation_id))
 
+    def create_payout(self, call: ports.PayoutCall) -> ports.PayoutCallResult:
+        result = self._client.create_payout(
+            call.operation_id,
+            amount_minor=call.amount_minor,
+            currency=call.currency,
+            destination=call.destination_token,
+            reference=call.withdrawal_id,
+            metadata={"merchant_id": call.merchant_id},
+        )
+        return _payout_result(call.operation_id, result)
+
+    def find_payout(self, withdrawal_id: str, provider_payout_id: str | None) -> ports.PayoutLookup:
+        if provider_payout_id is not None:
+            return _payout_lookup(self._client.retrieve_payout(provider_payout_id))
+        return _payout_lookup(self._client.find_payout_by_reference(withdrawal_id))
+
 
 def _fact(value: PaymentIntent | Refund) -> IntentFact | RefundFact:
     return refund_fact(value) if isinstance(value, Refund) else intent_fact(value)
@@ -136,6 +156,40 @@ def _lookup(result: IntentLookup | RefundLookup) -> ports.Lookup:
     match result:
         case Found(value=value):
             return ports.Found(_fact(value))
+        case Absent():
+            return ports.Absent()
+        case Conflict(values=values):
+            return ports.Conflict(len(values))
+        case NoAnswer(reason=reason):
+            return ports.NoAnswer(reason)
+        case _:
+            assert_never(result)
+
+
+def _payout_result(operation_id: str, result: PayoutWrite) -> ports.PayoutCallResult:
+    """As ``_call_result``: a definite 4xx about the payout is ``Refused`` (FAILED, with proof);
+    401/403 and ``idempotency_key_reused`` say nothing about it (``NoAnswer``: look it up)."""
+    match result:
+        case Applied(value=value):
+            return ports.Applied(payout_fact(value))
+        case Refused(status=status, code=code, message=message):
+            if status in _NOT_ABOUT_THE_PAYMENT or code == "idempotency_key_reused":
+                log.error(
+                    "psp.rejected_not_about_the_payout", operation_id=operation_id, status=status, code=code
+                )
+                return ports.NoAnswer(f"rejected_{status}_{code}")
+            return ports.Refused(PayoutRefused(operation_id, code, message or None))
+        case NoAnswer(reason=reason):
+            return ports.NoAnswer(reason)
+        case _:
+            assert_never(result)
+
+
+def _payout_lookup(result: PayoutLookup) -> ports.PayoutLookup:
+    match result:
+        case Found(value=value):
+            assert isinstance(value, Payout)
+            return ports.Found(payout_fact(value))
         case Absent():
             return ports.Absent()
         case Conflict(values=values):

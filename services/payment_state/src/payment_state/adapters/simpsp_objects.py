@@ -1,4 +1,4 @@
-"""The simulator's objects (``backbone.psp`` model: payment intent, refund, dispute) as our facts.
+"""The simulator's objects (``backbone.psp`` model: payment intent, refund, dispute, payout) as our facts.
 
 Shared by the API adapter (call answers and lookups) and the webhook parser, so a webhook and the
 synchronous answer about the same object can never be read differently. ``backbone.psp`` already
@@ -15,6 +15,7 @@ from backbone.psp import EVENT_TYPES, Dispute, Malformed, PaymentIntent, Payout,
 
 from payment_state.application.ports import Ignored, WebhookFact
 from payment_state.domain.facts import DisputeFact, IntentFact, IntentStatus, RefundFact, RefundStatus
+from payment_state.domain.payouts import PayoutFact, PspPayoutStatus
 
 _INTENT_STATUS: Final[dict[str, IntentStatus]] = {
     "requires_confirmation": IntentStatus.PROCESSING,
@@ -76,6 +77,18 @@ def dispute_fact(dispute: Dispute) -> DisputeFact:
     )
 
 
+def payout_fact(payout: Payout) -> PayoutFact:
+    return PayoutFact(
+        provider_payout_id=payout.id,
+        status=PspPayoutStatus(payout.status.value),
+        amount_minor=payout.amount_minor,
+        currency=payout.currency,
+        reference=payout.reference,
+        failure_code=payout.failure_code,
+        failure_message=payout.failure_message,
+    )
+
+
 def _event_type(raw_body: bytes) -> str | None:
     try:
         document = json.loads(raw_body)
@@ -108,6 +121,5 @@ def parse_webhook(raw_body: bytes) -> WebhookFact:
                 dispute_fact(event.object) if event.type == "charge.dispute.created" else Ignored(event.type)
             )
         case Payout():
-            # Kept for audit only until the payout worker reads payout.* events (as before backbone.psp
-            # knew payouts: an unknown type was ignored).
-            return Ignored(event.type)
+            # payout.created / .paid / .failed / .returned: a snapshot of the payout, as a lookup's
+            return payout_fact(event.object)

@@ -27,21 +27,25 @@ from backbone.logs import get_logger
 from payment_state.application import metrics
 from payment_state.application.context import Context
 from payment_state.application.handlers import handle
+from payment_state.application.payouts import apply_payout_provider_fact, create_payout
 from payment_state.application.ports import Ignored, PaymentStore, WebhookParser
 from payment_state.application.provider_facts import apply_provider_fact
 from payment_state.application.repairs import receive_repair
 from payment_state.domain.commands import PaymentRequest, Rejection
+from payment_state.domain.payouts import PayoutFact
 from payment_state.domain.validation import (
     check_idempotency_key,
     parse_cancel,
     parse_capture,
     parse_create,
+    parse_create_payout,
     parse_refund,
     valid_payment_id,
 )
 
 log = get_logger(__name__)
 COMMAND_TYPES: Final = frozenset({"CreatePayment", "CapturePayment", "CancelPayment", "RefundPayment"})
+PAYOUT_COMMAND: Final = "CreatePayout"
 
 
 class UnusableWebhook(Refuse):
@@ -61,6 +65,8 @@ def make_handler(
                 _provider_event(store, ctx, parsers, event)
             elif event.event_type in COMMAND_TYPES:
                 _command(store, ctx, event)
+            elif event.event_type == PAYOUT_COMMAND:
+                _payout_command(store, ctx, event)
             elif event.event_type == "ExecuteRepair":
                 receive_repair(store, event)
             else:
@@ -90,14 +96,24 @@ def _provider_event(
             causation_id=event.event_id,
         )  # fmt: skip
         return
-    outcome = apply_provider_fact(
-        store,
-        ctx,
-        fact,
-        source="webhook",
-        provider_event_id=provider_event_id,
-        causation_id=event.event_id,
-    )
+    if isinstance(fact, PayoutFact):
+        outcome = apply_payout_provider_fact(
+            store,
+            ctx,
+            fact,
+            source="webhook",
+            provider_event_id=provider_event_id,
+            causation_id=event.event_id,
+        )
+    else:
+        outcome = apply_provider_fact(
+            store,
+            ctx,
+            fact,
+            source="webhook",
+            provider_event_id=provider_event_id,
+            causation_id=event.event_id,
+        )
     log.info(
         "webhook.applied",
         provider_event_id=provider_event_id,
@@ -146,3 +162,24 @@ def _command(store: PaymentStore, ctx: Context, event: InboundEvent) -> None:
         replayed=reply.replayed,
         code=error["code"] if isinstance(error, dict) else None,
     )
+
+
+def _payout_command(store: PaymentStore, ctx: Context, event: InboundEvent) -> None:
+    """``CreatePayout`` (from mt5-credit, keyed by the withdrawal id): one payout per withdrawal. A
+    refusal (bad fields, another provider, the withdrawal id reused for another request) changes
+    nothing and is dead-lettered with its code: recorded where operators see it."""
+    body = event.event.body
+    merchant_id, key = str(body["merchant_id"]), str(body["idempotency_key"])
+    fields = {k: v for k, v in body.items() if k not in ("envelope", "merchant_id", "idempotency_key")}
+    request = check_idempotency_key(key) or parse_create_payout(event.event.envelope.payment_id, fields)
+    result = (
+        request if isinstance(request, Rejection) else create_payout(store, ctx, merchant_id, key, request)
+    )
+    if isinstance(result, Rejection):
+        metrics.COMMANDS.labels(PAYOUT_COMMAND, str(result.http_status)).inc()
+        log.warning("payout_command.refused", event_id=event.event_id, code=result.code,
+                    withdrawal_id=event.event.envelope.payment_id)  # fmt: skip
+        raise Refuse(f"{result.code}: {result.message}", event.event_id)
+    metrics.COMMANDS.labels(PAYOUT_COMMAND, "202").inc()
+    log.info("payout_command.handled", event_id=event.event_id, withdrawal_id=result.payout.withdrawal_id,
+             operation_id=result.operation.operation_id, status=str(result.payout.status))  # fmt: skip

@@ -38,6 +38,12 @@ OPEN_OPERATIONS: Final = Gauge(
 OLDEST_UNKNOWN_SECONDS: Final = Gauge(
     "payment_state_oldest_unknown_operation_seconds", "Age of the oldest UNKNOWN operation (0 if none)"
 )
+OPEN_PAYOUT_OPERATIONS: Final = Gauge(
+    "payment_state_open_payout_operations", "Payout operations without a final outcome, by status", ["status"]
+)
+OLDEST_UNKNOWN_PAYOUT_SECONDS: Final = Gauge(
+    "payment_state_oldest_unknown_payout_seconds", "Age of the oldest UNKNOWN payout operation (0 if none)"
+)
 COMMANDS: Final = Counter(
     "payment_state_commands_total", "Commands from the topic by type and status", ["type", "status"]
 )

@@ -20,12 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.events import OutEvent
 from payment_state.domain.facts import CallRefused, DisputeFact, IntentFact, RefundFact
 from payment_state.domain.model import Operation, PaymentState
+from payment_state.domain.payouts import PayoutFact, PayoutOperation, PayoutRefused, PayoutState
 from payment_state.domain.repairs import RepairOutcome, RepairRequest
 
 
@@ -70,13 +71,29 @@ ProviderCall = AuthorizeCall | CaptureCall | CancelCall | RefundCall
 
 
 @dataclass(frozen=True, slots=True)
-class Applied:
-    fact: IntentFact | RefundFact
+class PayoutCall:
+    """Pay a withdrawal out: the same call, with the same operation id, on every send."""
+
+    operation_id: str
+    withdrawal_id: str  # our reference at the provider: lookups and webhooks find us by it
+    merchant_id: str
+    amount_minor: int
+    currency: str
+    destination_token: str
+
+
+F = TypeVar("F")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
-class Refused:
-    fact: CallRefused
+class Applied(Generic[F]):
+    fact: F
+
+
+@dataclass(frozen=True, slots=True)
+class Refused(Generic[R]):
+    fact: R
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +103,13 @@ class NoAnswer:
     reason: str  # e.g. "timeout", "http_503", "connection_lost"
 
 
-CallResult = Applied | Refused | NoAnswer
+CallResult = Applied[IntentFact | RefundFact] | Refused[CallRefused] | NoAnswer
+PayoutCallResult = Applied[PayoutFact] | Refused[PayoutRefused] | NoAnswer
 
 
 @dataclass(frozen=True, slots=True)
-class Found:
-    fact: IntentFact | RefundFact
+class Found(Generic[F]):
+    fact: F
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +125,8 @@ class Conflict:
     count: int
 
 
-Lookup = Found | Absent | Conflict | NoAnswer
+Lookup = Found[IntentFact | RefundFact] | Absent | Conflict | NoAnswer
+PayoutLookup = Found[PayoutFact] | Absent | Conflict | NoAnswer
 
 
 class Psp(Protocol):
@@ -122,6 +141,12 @@ class Psp(Protocol):
 
     def find_refund(self, operation_id: str, provider_refund_id: str | None) -> Lookup: ...
 
+    def create_payout(self, call: PayoutCall) -> PayoutCallResult: ...
+
+    def find_payout(self, withdrawal_id: str, provider_payout_id: str | None) -> PayoutLookup:
+        """By the provider's payout id when we know it, else by our reference (the withdrawal id)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Ignored:
@@ -130,7 +155,7 @@ class Ignored:
     provider_event_type: str
 
 
-WebhookFact = IntentFact | RefundFact | DisputeFact | Ignored
+WebhookFact = IntentFact | RefundFact | DisputeFact | PayoutFact | Ignored
 
 
 class WebhookParser(Protocol):
@@ -343,6 +368,34 @@ class PaymentStore(Protocol):
         its ``RepairOutcome`` to the outbox in this transaction; False, writing nothing, if it was
         decided before or the claim is lost."""
         ...
+
+    # payouts (one per withdrawal; ``application/payouts.py``)
+    def create_payout(self, state: PayoutState) -> bool:
+        """Insert the payout and its operation; False, inserting nothing, if the withdrawal has a
+        payout already (whatever it asked for: the caller compares the digests)."""
+        ...
+
+    def load_payout(
+        self, withdrawal_id: str, *, merchant_id: str | None = None, for_update: bool = False
+    ) -> PayoutState | None:
+        """The payout and its operation; ``merchant_id`` scopes the read, ``for_update`` locks it."""
+        ...
+
+    def save_payout(self, before: PayoutState, after: PayoutState) -> bool:
+        """Write ``after``'s domain fields if the payout is still at ``before``'s version."""
+        ...
+
+    def withdrawal_id_by_provider_payout(self, provider: str, provider_payout_id: str) -> str | None: ...
+
+    def claim_due_payouts(self, worker: str, limit: int, lease_ms: int) -> list[PayoutOperation]:
+        """As ``claim_due``, for payout operations."""
+        ...
+
+    def start_payout_call(self, operation_id: str, worker: str) -> bool: ...
+    def count_payout_lookup(self, operation_id: str, worker: str) -> bool: ...
+    def mark_payout_unknown(self, operation_id: str, reason: str) -> None: ...
+    def release_payout(self, operation_id: str, worker: str, delay_ms: int) -> None: ...
+    def open_payout_operations(self) -> OpenOperations: ...
 
     # events
     def publish(self, payment_id: str, out: Sequence[OutEvent], causation_id: str | None = None) -> None:

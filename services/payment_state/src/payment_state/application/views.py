@@ -1,4 +1,4 @@
-"""What callers see of a payment (JSON-ready dicts): the API's response bodies.
+"""What callers see of a payment or a payout (JSON-ready dicts): the API's response bodies.
 
 The payment method token is never shown; amounts are integers of minor units.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from payment_state.domain.model import Operation, PaymentState, PaymentStatus, allowed_actions
+from payment_state.domain.payouts import PayoutState
 
 
 def operation_view(op: Operation) -> dict[str, Any]:
@@ -59,3 +60,30 @@ def payment_view(state: PaymentState) -> dict[str, Any]:
 
 def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
+
+
+def payout_view(state: PayoutState) -> dict[str, Any]:
+    """A payout as its merchant sees it (the destination token is not shown)."""
+    p, op = state.payout, state.operation
+    failure = None if p.failure_code is None else {"code": p.failure_code, "message": p.failure_message}
+    return {
+        "withdrawal_id": p.withdrawal_id,
+        "merchant_id": p.merchant_id,
+        "status": str(p.status),
+        "amount_minor": p.amount_minor,
+        "currency": p.currency,
+        "provider": p.provider,
+        "provider_payout_id": p.provider_payout_id,
+        "source_payment_id": p.source_payment_id,
+        "mt5_login": p.mt5_login,
+        "mt5_debit_id": p.mt5_debit_id,
+        "failure": failure,
+        "operation": {
+            "operation_id": op.operation_id,
+            "type": op.operation_type,
+            "status": str(op.status),
+            "attempts": op.attempts,
+            "unknown_reason": op.unknown_reason,
+        },
+        "version": p.version,
+    }

@@ -15,7 +15,7 @@ Pure. The rules that keep a money movement from ever happening twice:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from backbone.invariants import invariant
 
@@ -38,6 +38,22 @@ class RecoveryPolicy:
         invariant(self.recheck_interval_ms > 0, "positive recheck interval")
 
 
+class OpenOperation(Protocol):
+    """What the recovery rules read of an operation: a payment's (``model.Operation``) or a
+    payout's (``payouts.PayoutOperation``); both go through the same rules."""
+
+    @property
+    def status(self) -> OperationStatus: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def call_in_flight(self) -> bool: ...
+    @property
+    def created_at_ms(self) -> int: ...
+    @property
+    def is_terminal(self) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Call:
     """Send the operation to the provider (first time, or again with the same key)."""
@@ -56,7 +72,7 @@ class Skip:
 Step = Call | Lookup | Skip
 
 
-def plan(op: Operation) -> Step:
+def plan(op: OpenOperation) -> Step:
     """The next step for a claimed operation."""
     if op.is_terminal:
         return Skip(f"already {op.status}")
@@ -75,7 +91,7 @@ def backoff_ms(attempts: int, policy: RecoveryPolicy) -> int:
     return min(policy.backoff_initial_ms << exponent, policy.backoff_max_ms)
 
 
-def may_resend(op: Operation, now_ms: int, policy: RecoveryPolicy) -> bool:
+def may_resend(op: OpenOperation, now_ms: int, policy: RecoveryPolicy) -> bool:
     """Sending again is safe only while the provider still deduplicates on the operation id."""
     return now_ms - op.created_at_ms < policy.idempotency_window_ms
 
@@ -104,7 +120,7 @@ AfterLookup = Resend | Reschedule
 LookupAnswer = Literal["found_pending", "found_not_done", "absent", "ambiguous", "no_answer"]
 
 
-def after_lookup(op: Operation, answer: LookupAnswer, now_ms: int, policy: RecoveryPolicy) -> AfterLookup:
+def after_lookup(op: OpenOperation, answer: LookupAnswer, now_ms: int, policy: RecoveryPolicy) -> AfterLookup:
     """What to do with an operation a lookup left open (a resolved one needs nothing)."""
     invariant(not op.is_terminal, "only open operations are rescheduled")
     if answer in ("absent", "found_not_done"):
@@ -119,7 +135,7 @@ def after_lookup(op: Operation, answer: LookupAnswer, now_ms: int, policy: Recov
     return Reschedule(backoff_ms(op.attempts, policy), case=case)
 
 
-def after_unknown_call(op: Operation, policy: RecoveryPolicy) -> Reschedule:
+def after_unknown_call(op: OpenOperation, policy: RecoveryPolicy) -> Reschedule:
     """A call without an outcome (timeout, 5xx, lost answer): look it up later."""
     case = "unknown_unresolved" if op.attempts >= policy.attempts_before_case else None
     return Reschedule(backoff_ms(op.attempts, policy), case=case)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
+from backbone.carddata import find_card_number
 from backbone.money import AMOUNT_MINOR_ABS_MAX, MoneyError, currency_exponent
 
 from payment_state.domain.commands import (
@@ -25,6 +26,7 @@ from payment_state.domain.commands import (
     Rejection,
 )
 from payment_state.domain.model import CaptureMethod
+from payment_state.domain.payout_requests import CreatePayoutRequest
 
 _SAFE_ID: Final = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 _TOKEN: Final = re.compile(r"^[A-Za-z0-9_\-]{1,255}$")
@@ -160,3 +162,66 @@ def check_idempotency_key(key: str | None) -> Rejection | None:
     if not _IDEMPOTENCY_KEY.fullmatch(key):
         return Rejection(400, "invalid_idempotency_key", "Idempotency-Key: 1-255 printable ASCII characters")
     return None
+
+
+_WITHDRAWAL_ID: Final = re.compile(r"^wd_[0-9a-f]{32}$")
+_PROVIDER: Final = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_PAYOUT_FIELDS: Final = frozenset(
+    {"withdrawal_id", "provider", "amount_minor", "currency", "destination_token", "source_payment_id",
+     "mt5_login", "mt5_debit_id"}
+)  # fmt: skip
+
+
+def _positive_id(body: Mapping[str, Any], name: str) -> int:
+    value = body.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _Invalid(f"invalid_{name}", f"{name} must be a positive integer")
+    return value
+
+
+def _destination(body: Mapping[str, Any]) -> str:
+    value = body.get("destination_token")
+    # A card number is never a token: refused by name, before the shape check says anything else.
+    if isinstance(value, str) and find_card_number(value):
+        raise _Invalid(
+            "card_data_forbidden", "destination_token must be a payment method token, not a card number"
+        )
+    if not isinstance(value, str) or not _TOKEN.fullmatch(value) or value.isdigit():
+        raise _Invalid("invalid_destination_token", "destination_token must be a payment method token")
+    return value
+
+
+def parse_create_payout(withdrawal_id: str, body: object) -> CreatePayoutRequest | Rejection:
+    """A ``CreatePayout`` command's fields (without envelope, merchant and key), keyed by
+    ``withdrawal_id`` (the Kafka key, which must be the body's withdrawal id)."""
+
+    def parse() -> CreatePayoutRequest:
+        # mt5-credit names the login it debited (not a browser choosing an account): no _screen.
+        if not isinstance(body, Mapping):
+            raise _Invalid("invalid_body", "the body must be a record")
+        unknown = sorted(str(k) for k in body if k not in _PAYOUT_FIELDS)
+        if unknown:
+            raise _Invalid("unknown_field", f"unknown field(s): {', '.join(unknown)[:200]}")
+        fields: Mapping[str, Any] = body
+        if not _WITHDRAWAL_ID.fullmatch(withdrawal_id) or fields.get("withdrawal_id") != withdrawal_id:
+            raise _Invalid(
+                "invalid_withdrawal_id", "withdrawal_id must be 'wd_' + 32 hex and the message key"
+            )
+        provider = fields.get("provider")
+        if not isinstance(provider, str) or not _PROVIDER.fullmatch(provider):
+            raise _Invalid("invalid_provider", "provider must be a lower-case provider name")
+        source = fields.get("source_payment_id")
+        if not isinstance(source, str) or not _SAFE_ID.fullmatch(source):
+            raise _Invalid("invalid_source_payment_id", "source_payment_id must be 1-64 of [A-Za-z0-9_-]")
+        return CreatePayoutRequest(
+            withdrawal_id=withdrawal_id,
+            provider=provider,
+            amount_minor=_amount(fields),
+            currency=_currency(fields),
+            destination_token=_destination(fields),
+            source_payment_id=source,
+            mt5_login=_positive_id(fields, "mt5_login"),
+            mt5_debit_id=_positive_id(fields, "mt5_debit_id"),
+        )
+
+    return _guarded(parse)

@@ -1,5 +1,6 @@
-"""``python -m payment_state executor``: drives operations at the PSP, and executes the repairs the
-consumer recorded (``application/repairs.py``), until SIGTERM.
+"""``python -m payment_state executor``: drives operations at the PSP, pays withdrawals out
+(``application/payout_executor.py``) and executes the repairs the consumer recorded
+(``application/repairs.py``), until SIGTERM.
 
 Wakes on NOTIFY ``payment_state_operations`` (a new operation or repair request committed) with a
 fallback poll; SIGTERM lets the current batch finish (provider calls are bounded by their timeouts).
@@ -24,6 +25,7 @@ from backbone.settings import SettingsError, load_settings
 
 from payment_state import bootstrap
 from payment_state.application.executor import ExecutorConfig, OperationExecutor
+from payment_state.application.payout_executor import PayoutExecutor
 from payment_state.application.ports import Transactions
 from payment_state.application.repairs import RepairConfig, RepairExecutor
 from payment_state.settings import ExecutorSettings
@@ -45,9 +47,11 @@ class ExecutorLoop:
         key_retention_s: int,
         transaction: Transactions,
         repairs: RepairExecutor | None = None,
+        payouts: PayoutExecutor | None = None,
     ) -> None:
         self._executor = executor
         self._repairs = repairs
+        self._payouts = payouts
         self._key_retention_s = key_retention_s
         self._transaction = transaction
         self._url = database_url
@@ -79,6 +83,8 @@ class ExecutorLoop:
                     exponential_ms(self._failures + 1, base_ms=200, cap_ms=_ERROR_BACKOFF_MAX_MS) / 1000
                 )
         self._executor.close()
+        if self._payouts is not None:
+            self._payouts.close()
         self._drop_listener()
         log.info("executor.stopped")
 
@@ -89,12 +95,16 @@ class ExecutorLoop:
         claimed = self._executor.run_once()
         if self._repairs is not None:
             claimed += self._repairs.run_once()
+        if self._payouts is not None:
+            claimed += self._payouts.run_once()
         self._database.ok()
         if claimed:
             failpoints.hit("payment_state.after_executor_pass")
         if time.monotonic() - self._last_metrics > _HOUSEKEEPING_INTERVAL_S:
             self._last_metrics = time.monotonic()
             self._executor.refresh_metrics()
+            if self._payouts is not None:
+                self._payouts.refresh_metrics()
             self._prune_keys()
         if claimed == 0:
             for _ in listener.notifies(timeout=self._poll_s, stop_after=1):
@@ -164,8 +174,16 @@ def main() -> None:
         policy=settings.repair_policy(),
     )
     repairs = RepairExecutor(transaction, psp, ctx, repair_config)
+    payouts = PayoutExecutor(transaction, psp, ctx, config)
     loop = ExecutorLoop(
-        executor, url, settings.poll_interval_ms, health, settings.key_retention_s, transaction, repairs
+        executor,
+        url,
+        settings.poll_interval_ms,
+        health,
+        settings.key_retention_s,
+        transaction,
+        repairs,
+        payouts,
     )
     stop_on_signals(loop.stop, "executor")
     try:

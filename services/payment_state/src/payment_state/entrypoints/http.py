@@ -30,11 +30,12 @@ from backbone.postgres import is_infrastructure_error
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from payment_state.adapters.pg_reads import load_state_async
+from payment_state.adapters.postgres_payouts import load_payout_async
 from payment_state.application import metrics
 from payment_state.application.context import Context
 from payment_state.application.handlers import Contention, Reply, handle, rejection_reply
 from payment_state.application.ports import Transactions
-from payment_state.application.views import error_body, payment_view
+from payment_state.application.views import error_body, payment_view, payout_view
 from payment_state.domain.commands import PaymentRequest, Rejection
 from payment_state.domain.validation import (
     check_idempotency_key,
@@ -121,6 +122,20 @@ class Api:
         if state is None:
             return _error(404, "payment_not_found", "no such payment")
         return _json(200, {"payment": payment_view(state)})
+
+    async def get_payout(self, request: web.Request) -> web.StreamResponse:
+        """A payout, for its merchant only (another merchant's is 404, as a payment's)."""
+        merchant_id = self._merchant(request)
+        if merchant_id is None:
+            return _unauthenticated()
+        withdrawal_id = request.match_info["withdrawal_id"]
+        if not valid_payment_id(withdrawal_id):
+            return _error(404, "payout_not_found", "no such payout")
+        async with self._reads.connection() as conn:
+            state = await load_payout_async(conn, withdrawal_id, merchant_id=merchant_id)
+        if state is None:
+            return _error(404, "payout_not_found", "no such payout")
+        return _json(200, {"payout": payout_view(state)})
 
     # -- the shared path of money-moving calls ---------------------------------------------------
 
@@ -231,6 +246,7 @@ def build_app(
             web.post("/payments/{payment_id}/cancel", api.cancel),
             web.post("/payments/{payment_id}/refunds", api.refund),
             web.get("/payments/{payment_id}", api.get),
+            web.get("/payouts/{withdrawal_id}", api.get_payout),
             *aiohttp_routes(health),
         ]
     )

@@ -83,6 +83,10 @@ class PspSim:
     def fault(self, **rule: Any) -> Any:
         return self.control("POST", "/control/faults", rule)
 
+    def payout_count(self, reference: str) -> int:
+        """How many payouts the simulator holds under this reference (our withdrawal id)."""
+        return int(self.control("GET", f"/control/payouts/count?reference={reference}")["count"])
+
     def client(self, timeout_ms: int = 3000) -> PspClient:
         return PspClient(self.api_url, PSP_API_KEY, timeout_ms=timeout_ms, connect_timeout_ms=1000)
 
@@ -123,9 +127,13 @@ class GatewayStandIn:
             return 400
         event = json.loads(raw)
         obj = event["data"]["object"]
-        intent_id = obj["id"] if obj["object"] == "payment_intent" else obj["payment_intent"]
+        if obj["object"] == "payout":  # keyed by our withdrawal id (the reference), no payment id
+            key, intent_id = str(obj.get("reference") or obj["id"]), None
+        else:
+            intent_id = obj["id"] if obj["object"] == "payment_intent" else obj["payment_intent"]
+            key = intent_id
         body = provider_event(event["id"], event["type"], raw, provider_payment_id=intent_id)
-        self.publisher.send([self.publisher.message(self.topic, "ProviderEventReceived", intent_id, body)])
+        self.publisher.send([self.publisher.message(self.topic, "ProviderEventReceived", key, body)])
         with self._lock:
             self.received.append((event["id"], event["type"]))
         self.before_answer(event)
