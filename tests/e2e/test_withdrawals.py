@@ -265,3 +265,23 @@ def test_a_payout_returned_after_paid_is_given_back_once(system: System) -> None
     assert _payouts(system, wid) == 1
     assert system.mt5 is not None
     assert system.mt5.control.account(login)["balance"] == "500.00"
+
+
+@pytest.mark.parametrize("failpoint", ["payment_state.payout_after_claim", "payment_state.payout_after_call"])
+def test_payout_worker_killed_after_the_claim_or_the_psp_call_pays_once(
+    system: System, failpoint: str
+) -> None:
+    """payment-state's worker SIGKILLs itself right after claiming the payout, or right after the PSP
+    made it (before the answer is recorded): the claim expires into UNKNOWN, a lookup by our
+    reference decides; exactly one payout either way."""
+    wid, _ = _approved(system)
+    system.restart("payment_state-worker", BACKBONE_FAILPOINTS=f"{failpoint}=kill")
+    try:
+        system.approve_withdrawal(wid)
+        wait_until(
+            lambda: system.procs["payment_state-worker"].popen.poll() is not None, 60, "the worker to die"
+        )
+    finally:
+        system.restart("payment_state-worker", BACKBONE_FAILPOINTS="")
+    done = system.wait_withdrawal(wid, "paid", timeout_s=120)
+    assert _payouts(system, wid) == 1 and len(_mt5_deals(system, done)) == 1
