@@ -56,7 +56,8 @@ from reconciler.adapters.tables import (
 from reconciler.application.ports import MatchParams
 from reconciler.domain.cases import CaseClass
 
-OUR_COMMENT = "^(dep|dbt):[0-9]+$"
+# deposits' credits (dep) and debits (dbt), a withdrawal's debit (wdr) and give-back credit (wbk)
+OUR_COMMENT = "^(dep|dbt|wdr|wbk):[0-9]+$"
 BALANCE_ACTION = 2
 # a layer's code in ``matches.layer`` (migration 0006: a smallint, not the name)
 LAYERS: Final = {"settlement_fact": 1, "capture_credit": 2, "takeback_debit": 3, "operation_deal": 4}
@@ -176,7 +177,15 @@ def _finding(conn: Connection, p: MatchParams, case_class: CaseClass, query: Sel
 
 
 def _kind_of(s: Any) -> ColumnElement[Any]:
-    return case((s.c.type == "charge", "capture"), (s.c.type == "refund", "refund"), else_="chargeback")
+    """The money fact a settlement row settles. A payout's and a payout return's provider object is
+    the PSP's payout (``source_id``), as a refund's is the refund: ``_object_of`` needs no branch.
+    The common types first: a charge is decided by the first comparison."""
+    return case(
+        (s.c.type == "charge", "capture"),
+        (s.c.type == "refund", "refund"),
+        (s.c.type == "dispute", "chargeback"),
+        else_=s.c.type,  # payout | payout_return (the only other types an import stores)
+    )
 
 
 def _object_of(s: Any) -> ColumnElement[Any]:
@@ -435,7 +444,13 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             ).label("amount_differs"),
             f.c.occurred_at_ms.label("at_ms"),
         )
-        .select_from(f.outerjoin(o, and_(o.c.payment_id == f.c.payment_id, o.c.kind == "credit")))
+        .select_from(
+            f.outerjoin(
+                o,
+                # a withdrawal's give-back credit (wbk:) pays no capture, even of the card's deposit
+                and_(o.c.payment_id == f.c.payment_id, o.c.kind == "credit", o.c.withdrawal_id.is_(None)),
+            )
+        )
         .where(deposits)
         .ext(distinct_on(f.c.id))
         .order_by(f.c.id, o.c.row_id)
