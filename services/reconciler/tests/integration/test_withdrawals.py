@@ -105,3 +105,27 @@ def test_a_give_back_credit_never_counts_as_a_deposits_credit(world: World) -> N
     result = world.run()
     assert world.classes(result) == ["not_credited"]
     assert result.findings[0].case_key == "not_credited:capture:op-1"
+
+
+def test_money_out_without_its_mt5_side_is_found(world: World) -> None:
+    """A paid payout whose withdrawal has no MT5 debit (the money left our PSP balance and was never
+    taken off MT5: payout_without_debit) and a returned payout never given back to MT5
+    (return_not_given_back), past the grace period; the same two younger than the grace period are
+    in flight (no case); a failed payout never given back is not this layer's (PayoutFailed is not
+    kept: mt5-credit's own case)."""
+    _day(world)
+    world.withdrawal(4, debited=False)
+    world.withdrawal(5, ending="returned", given_back=False)
+    world.withdrawal(6, ending="failed", given_back=False)
+    late = at(DAY, 23, 30)
+    world.withdrawal(7, debited=False, at_ms=late)
+    world.withdrawal(8, ending="returned", given_back=False, at_ms=late)
+    world.publish_reports()
+    result = world.run(as_of_ms=late + 30 * 60_000)  # withdrawals 7 and 8 are younger than an hour
+    wid4, wid5 = (f"wd_{k:032x}" for k in (4, 5))
+    assert {f.case_key for f in result.findings} == {
+        f"payout_without_debit:payout:{wid4}",
+        f"return_not_given_back:payout-return:{wid5}",
+    }
+    high = {c["case_class"]: c["severity"] for c in world.store.cases_where()}
+    assert high == {"payout_without_debit": "high", "return_not_given_back": "high"}

@@ -326,10 +326,12 @@ def _fact(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) 
     amount = int(body["amount_minor"])
     if amount < 0:
         raise ValueError(f"amount_minor {amount} is negative")
+    # a withdrawal's facts are the withdrawal's: its id joins them to its MT5 debit and give-back
+    payment_id = _present(body, "withdrawal_id") if kind in PAYOUT_KINDS else info.payment_id
     return MoneyFact(
         source_key=key,
         kind=kind,
-        payment_id=info.payment_id,
+        payment_id=payment_id,
         merchant_id=str(body["merchant_id"]),
         provider=str(body["provider"]),
         provider_object_id=str(obj),

@@ -342,6 +342,8 @@ class World:
         at_ms: int | None = None,
         settled: bool = True,
         journals: bool = True,
+        debited: bool = True,
+        given_back: bool = True,
         give_back_payment_id: str | None = None,
     ) -> dict[str, Any]:
         """One withdrawal end to end as the other services would report it (ADR 0008), keyed by
@@ -349,31 +351,13 @@ class World:
         failed ('failed') or paid and returned ('returned'), settled by the PSP as ``payout`` and
         ``payout_return`` rows, and a failed or returned one given back by a credit (deal
         ``wbk:<credit_id>``); every step booked by the ledger unless ``journals`` is off.
-        ``give_back_payment_id`` keys the give-back credit by another payment (a deposit's)."""
+        ``debited`` / ``given_back`` off leave out the MT5 debit / the give-back credit (with their
+        deals and journals); ``give_back_payment_id`` keys the give-back credit by another payment."""
         assert ending in ("paid", "failed", "returned"), ending
         t = at_ms if at_ms is not None else at(DAY, 14) + n * 1000
         wid, debit_id, credit_id, payout_id = f"wd_{n:032x}", 40_000 + n, 20_000 + n, f"po_w{n}"
-        self.deliver(
-            "Mt5Debited",
-            wid,
-            {
-                "debit_id": debit_id,
-                "mt5_login": login,
-                "amount_minor": amount,
-                "currency": "USD",
-                "deal_ticket": 700_000 + n,
-                "debit_reason": "withdrawal",
-                "source_reference": wid,
-                "original_credit_id": None,
-                "payment_amount_minor": None,
-                "payment_currency": None,
-                "fx_rate": None,
-            },
-            t,
-        )
-        self.deals.add(login, f"wdr:{debit_id}", str(-Decimal(amount) / 100), t - 500)
-        if journals:
-            self.journal(f"mt5-debit:{debit_id}", wid, amount, "USD", t)
+        if debited:
+            self._debit(n, wid, debit_id, amount, login, t, journals)
         payout = {
             "merchant_id": "m1",
             "withdrawal_id": wid,
@@ -403,11 +387,37 @@ class World:
                     f"txn_wr{n}", "payout_return", "", payout_id, wid, "USD", amount, 0, "po_1", t + 2000
                 )
             )
-        if ending != "paid":
+        if ending != "paid" and given_back:
             self._give_back(n, wid, credit_id, amount, login, t + 3000, journals, give_back_payment_id)
         if settled:
             self.settlement += lines
         return {"withdrawal_id": wid, "debit_id": debit_id, "credit_id": credit_id, "lines": lines}
+
+    def _debit(
+        self, n: int, wid: str, debit_id: int, amount: int, login: int, t: int, journals: bool
+    ) -> None:
+        """The withdrawal's MT5 debit (``wdr:``), its deal and journal."""
+        self.deliver(
+            "Mt5Debited",
+            wid,
+            {
+                "debit_id": debit_id,
+                "mt5_login": login,
+                "amount_minor": amount,
+                "currency": "USD",
+                "deal_ticket": 700_000 + n,
+                "debit_reason": "withdrawal",
+                "source_reference": wid,
+                "original_credit_id": None,
+                "payment_amount_minor": None,
+                "payment_currency": None,
+                "fx_rate": None,
+            },
+            t,
+        )
+        self.deals.add(login, f"wdr:{debit_id}", str(-Decimal(amount) / 100), t - 500)
+        if journals:
+            self.journal(f"mt5-debit:{debit_id}", wid, amount, "USD", t)
 
     def _give_back(
         self,
