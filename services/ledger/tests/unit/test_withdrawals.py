@@ -183,3 +183,13 @@ def test_redelivered_and_republished_withdrawal_facts_post_nothing_twice() -> No
     assert ledger.dead_letters == {}
     assert (len(ledger.store.journals()), ledger.store.projections()) == before
     assert before[1].get(TRANSIT, 0) == 0
+
+
+def test_a_payout_rebuilt_by_a_repair_books_the_journal_the_lost_event_would_have() -> None:
+    """The reconciler's post_journal repair rebuilds PayoutPaid from its read model, which keeps no
+    operation id: the rule books the same reference and entries without it, so the lost event,
+    arriving later, is a replay of the repair's journal, not a conflict."""
+    paid = withdrawal(7, login=1)[1]
+    rebuilt = post(with_body(paid, operation_id=""))
+    assert isinstance(rebuilt, JournalDraft)
+    assert (reference(rebuilt), lines(rebuilt)) == (reference(post(paid)), lines(post(paid)))

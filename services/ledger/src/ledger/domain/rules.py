@@ -396,7 +396,8 @@ def _payout_moved(rule: str, prefix: str, *, paid: bool) -> _Rule:
         detail: dict[str, DetailValue] = {
             "provider": _text(body, "provider"),
             "provider_payout_id": _text(body, "provider_payout_id"),
-            "operation_id": _text(body, "operation_id"),
+            # detail only: a repair rebuilt from the reconciler's read model does not know it
+            "operation_id": _kept_text(body, "operation_id"),
             "withdrawal_id": withdrawal_id,
         }
         return _draft(meta, policy, f"{prefix}:{withdrawal_id}", rule, entries, detail)
