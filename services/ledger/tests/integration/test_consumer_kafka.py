@@ -14,7 +14,7 @@ from backbone.testing import stack as test_stack
 from backbone.testing.processes import wait_until
 from ledger.domain.accounts import AccountKey
 from ledger.testing.database import LedgerDatabase
-from ledger.testing.facts import Fact, deposit, repair, with_body
+from ledger.testing.facts import WITHDRAWAL_ENDINGS, Fact, deposit, repair, with_body, withdrawal
 from ledger.testing.harness import LedgerService
 from ledger.testing.kafka import LedgerTopics, produce
 from ledger.testing.memory import MemoryLedger
@@ -55,6 +55,38 @@ def mix(count: int) -> list[Fact]:
         fx = {"mt5_currency": "USD", "fx_rate": "1.1"} if n % 7 == 0 else {}
         facts += deposit(n, amount_minor=1000 + n, ending=endings[n % len(endings)], login=1 + n % 5, **fx)  # type: ignore[arg-type]
     return facts
+
+
+def test_withdrawals_through_the_real_consumer_bring_payouts_in_transit_back_to_zero(
+    ledger: LedgerService,
+) -> None:
+    """The real consumer on Kafka decodes a withdrawal's events (Mt5Debited v2 'withdrawal',
+    PayoutPaid, PayoutFailed, PayoutReturned, Mt5Credited v2 'withdrawal_return'), each produced
+    twice: the journals the model predicts, nothing for PayoutFailed, and payouts_in_transit at 0.
+    The deposits go first and are booked before the withdrawals are produced: they are keyed by
+    another id, so Kafka orders nothing between them (a debit overtaking its login's credit would
+    be refused by the floor; README "Gaps")."""
+    deposits = [f for n in (1, 2, 3) for f in deposit(n, login=20 + n, amount_minor=10_000)]
+    withdrawals = [
+        f for n, e in enumerate(WITHDRAWAL_ENDINGS, start=1) for f in withdrawal(n, login=20 + n, ending=e)
+    ]
+    expected_journals, expected_balances = model_of([*deposits, *withdrawals])
+    consumer = ledger.start("consume")
+    produce(ledger.stack.kafka_bootstrap, ledger.topics, deposits, CODEC)
+    wait_until(
+        lambda: ledger.journals() >= 6, WAIT_S, "deposits posted", alive=lambda: consumer.popen.poll() is None
+    )
+    produce(ledger.stack.kafka_bootstrap, ledger.topics, [*withdrawals, *withdrawals], CODEC)
+    wait_until(
+        lambda: ledger.scalar("SELECT count(*) FROM processed_events") == len(deposits) + len(withdrawals),
+        WAIT_S,
+        "every event seen",
+        alive=lambda: consumer.popen.poll() is None,
+    )
+    assert ledger.journals() == expected_journals == 6 + 8  # 3 debits, 2 paid, 1 returned, 2 give-backs
+    assert balances(ledger) == expected_balances
+    assert AccountKey("payouts_in_transit", "EUR") not in expected_balances
+    assert ledger.scalar("SELECT count(*) FROM dead_letters") == 0
 
 
 def test_events_in_journals_and_journal_posted_out(ledger: LedgerService) -> None:

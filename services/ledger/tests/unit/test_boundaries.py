@@ -95,8 +95,9 @@ def test_a_malformed_tokens_file_refuses_to_load(tmp_path: Path) -> None:
 
 
 def test_the_chart_in_code_is_the_chart_the_migration_seeds() -> None:
-    """Codes, types, per-holder flags and floors agree between domain/accounts.py and 0001_ledger.sql."""
-    sql = (MIGRATIONS / "0001_ledger.sql").read_text()
+    """Codes, types, per-holder flags and floors agree between domain/accounts.py and the codes the
+    migrations seed (0001_ledger.sql, and the later ones that add a code, e.g. payouts_in_transit)."""
+    sql = "\n".join(path.read_text() for path in sorted(MIGRATIONS.glob("*.sql")))
     rows = re.findall(r"\('(\w+)',\s*'(\w+)',\s*(true|false),\s*(NULL|\d+),", sql)
     seeded = {
         code: (kind, per_holder == "true", None if floor == "NULL" else int(floor))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from ledger.application.verification import check_balances, verify_chain
 from ledger.domain.accounts import AccountKey
 from ledger.domain.journals import unbalanced_currencies
-from ledger.testing.facts import ENDINGS, Fact, deposit
+from ledger.testing.facts import ENDINGS, WITHDRAWAL_ENDINGS, Fact, deposit, withdrawal
 from ledger.testing.memory import MemoryLedger
 
 scenario = st.tuples(
@@ -140,6 +140,42 @@ def test_any_permutation_books_the_same_balances_once_dead_letters_are_replayed(
     replayed once everything arrived, the ledger ends exactly where production order ends."""
     payments = facts_of(scenarios)
     expected = canonical(payments)
+    order = [f for facts in payments for f in facts]
+    order += data.draw(st.lists(st.sampled_from(order), max_size=6))
+    order = data.draw(st.permutations(order))
+    ledger = MemoryLedger()
+    deliver_in_batches(ledger, order, data.draw(st.lists(st.integers(0, 10**6), max_size=8)))
+    assert all(reason.startswith("below_floor") for reason in ledger.dead_letters.values())
+    ledger.replay_dead_letters()
+    assert ledger.dead_letters == {}
+    assert nonzero(ledger) == expected
+    assert_sound(ledger)
+
+
+withdrawal_scenario = st.tuples(
+    st.sampled_from(WITHDRAWAL_ENDINGS),
+    st.integers(min_value=1, max_value=4),  # login: each has a credited deposit of 1,000,000
+    st.integers(min_value=1, max_value=100_000),  # amount: at most 8 of them, so the deposit covers them
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(withdrawal_scenario, min_size=1, max_size=8), st.data())
+def test_withdrawals_in_any_order_book_the_same_balances_and_leave_nothing_in_transit(
+    scenarios: list[tuple[str, int, int]], data: st.DataObject
+) -> None:
+    """Deposits on four logins, then withdrawals of every ending, fully shuffled with duplicates and
+    random batches (a withdrawal is keyed apart from the deposit that filled its login, so Kafka
+    orders nothing between them): only a debit ahead of its login's credit is refused (below the
+    floor), and once it is replayed the ledger ends where production order ends, with
+    payouts_in_transit at 0 in every currency."""
+    payments = [deposit(login, amount_minor=1_000_000, login=login) for login in range(1, 5)]
+    payments += [
+        withdrawal(n, login=login, amount_minor=amount, ending=ending)  # type: ignore[arg-type]
+        for n, (ending, login, amount) in enumerate(scenarios, start=1)
+    ]
+    expected = canonical(payments)
+    assert not any(k.code == "payouts_in_transit" for k in expected)
     order = [f for facts in payments for f in facts]
     order += data.draw(st.lists(st.sampled_from(order), max_size=6))
     order = data.draw(st.permutations(order))

@@ -13,7 +13,7 @@ from ledger.application.settlement import (
     NothingToImport,
     import_settlement,
 )
-from ledger.testing.facts import deposit
+from ledger.testing.facts import deposit, withdrawal, withdrawal_id
 from ledger.testing.memory import MemoryLedger
 
 
@@ -111,7 +111,7 @@ def test_bad_batches_are_rejected_whole_with_the_reason() -> None:
     bad_docs = {
         "net_minor": batch({**good, "net_minor": 991}),
         "currency differs": batch({**good, "currency": "USD"}),
-        "unknown type": batch(item("payout", 1000, 0)),
+        "unknown type": batch(item("bonus", 1000, 0)),
         "must be > 0": batch(item("charge", -1000, 0)),
         "integer of minor units": batch({**good, "gross_minor": 10.5}),
         "needs our_reference": batch({**good, "our_reference": None}),
@@ -128,3 +128,29 @@ def test_bad_batches_are_rejected_whole_with_the_reason() -> None:
         assert isinstance(outcome, ImportRejected), (needle, outcome)
         assert needle in outcome.detail, (needle, outcome.detail)
     assert ledger.store.journals() == []
+
+
+def test_withdrawal_payouts_in_a_batch_leave_psp_receivable_at_zero() -> None:
+    """A capture of 100.00 (fee 2.00), a withdrawal of 30.00 paid out and one of 10.00 paid and
+    returned: the batch's payout (gross < 0) and payout_return (gross > 0) items net what the
+    PayoutPaid and PayoutReturned journals moved, so psp_receivable ends at 0 and the bank gets
+    68.00. A payout with a positive gross, or a return with a negative one, refuses the batch."""
+    ledger = MemoryLedger()
+    ledger.deliver(deposit(1, login=9, amount_minor=10_000))
+    ledger.deliver(withdrawal(1, login=9, amount_minor=3_000))
+    ledger.deliver(withdrawal(2, login=9, amount_minor=1_000, ending="returned"))
+    doc = batch(
+        item("charge", 10_000, 200, "op_cap_1"),
+        item("payout", -3_000, 0, withdrawal_id(1), psp_payment_id=None),
+        item("payout", -1_000, 0, withdrawal_id(2), psp_payment_id=None),
+        item("payout_return", 1_000, 0, withdrawal_id(2), psp_payment_id=None),
+    )
+    assert isinstance(run(ledger, doc), Imported)
+    balances = {str(k): v for k, v in ledger.store.projections().items() if v}
+    assert balances == {
+        "bank_cash/EUR": 6_800,
+        "psp_fees/EUR": 200,
+        "client_mt5_balances/EUR/mt5:9": 7_000,
+    }
+    for wrong in (item("payout", 500, 0), item("payout_return", -500, 0)):
+        assert isinstance(run(MemoryLedger(), batch(wrong, batch_id="po_9")), ImportRejected)

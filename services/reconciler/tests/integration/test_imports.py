@@ -75,6 +75,13 @@ VARIED = [
     # 200 characters in 400 bytes: as long as a text may be
     SettlementLine("txn_l", "charge", "pi_l", "ch_l", "ü" * 200, "USD", 1000, 10, "po_1", at(DAY, 13)),
 ]
+# a withdrawal's payout and its return: no payment intent (COPY reads the empty field as NULL, the
+# bulk path stores '' as the checked parser does)
+PAYOUTS = [
+    SettlementLine("txn_p", "payout", "", "po_x1", "wd_1", "USD", -3000, 0, "po_1", at(DAY, 14)),
+    SettlementLine("txn_q", "payout_return", "", "po_x1", "wd_1", "USD", 3000, 0, "po_1", at(DAY, 15)),
+]
+VARIED += PAYOUTS
 
 
 def _stored(url: str, import_id: int) -> list[tuple[object, ...]]:
@@ -88,8 +95,9 @@ def _stored(url: str, import_id: int) -> list[tuple[object, ...]]:
 
 
 def test_a_plain_file_is_loaded_in_bulk_as_the_checked_parser_reads_it(world: World) -> None:
-    """A file of plain rows (charges, a refund, a dispute, no reference, non-ASCII text, a text of
-    the longest length in more bytes, other times of day) is taken by the bulk path and stored
+    """A file of plain rows (charges, a refund, a dispute, a payout and a payout return without a
+    payment intent, no reference, non-ASCII text, a text of the longest length in more bytes, other
+    times of day) is taken by the bulk path and stored
     exactly as the checked parser reads it, rows in line order."""
     data = settlement_csv(DAY, VARIED)
     plain = plain_settlement("simpsp", DAY, data)
@@ -107,10 +115,18 @@ def test_a_plain_file_is_loaded_in_bulk_as_the_checked_parser_reads_it(world: Wo
     assert _stored(world.url, result.import_id) == expected
 
 
+FILE = [*VARIED[:3], *PAYOUTS]
+
+
 def _mutations() -> list[tuple[str, str, str]]:
-    good = settlement_csv(DAY, VARIED[:3]).decode()
+    good = settlement_csv(DAY, FILE).decode()
     row = good.splitlines()[2]  # line 3: txn_2
+    payout, back = good.splitlines()[4:6]
     return [
+        ("payout sign", payout, payout.replace(",-3000,0,-3000,", ",3000,0,3000,")),
+        ("return sign", back, back.replace(",3000,0,3000,", ",-3000,0,-3000,")),
+        ("charge without intent", row, row.replace(",pi_2,", ",,")),
+        ("payout intent padded", payout, payout.replace(",payout,,", ",payout, ,")),
         ("padded id", row, row.replace(",txn_2,", ", txn_2,")),
         ("no-break space", row, row.replace(",pi_2,", ",pi_2\u00a0,")),
         ("ideographic space", row, row.replace(",po_1,", ",\u3000po_1,")),
@@ -126,7 +142,8 @@ def _mutations() -> list[tuple[str, str, str]]:
         ("net", row, row.replace(",1990,", ",1991,")),
         ("negative fee", row, row.replace(",10,1990,", ",-10,2010,")),
         ("sign", row, row.replace(",charge,", ",refund,")),
-        ("type", row, row.replace(",charge,", ",payout,")),
+        ("type", row, row.replace(",charge,", ",transfer,")),
+        ("charge as payout", row, row.replace(",charge,", ",payout,")),
         ("long text", row, row.replace(",pi_2,", f",{'p' * 201},")),
         ("long non-ASCII text", row, row.replace(",pi_2,", f",{'ü' * 201},")),
         ("empty id", row, row.replace(",txn_2,", ",,")),
@@ -151,7 +168,7 @@ def test_the_bulk_path_declines_every_row_it_does_not_take_as_it_stands(
     a wrong date, sign or type, a duplicate, a line COPY reads otherwise...) is declined whole by
     the bulk path with nothing stored; the import then does exactly what the checked parser says:
     the same refusal (line and reason), or the same rows."""
-    data = settlement_csv(DAY, VARIED[:3]).decode().replace(row, changed).encode()
+    data = settlement_csv(DAY, FILE).decode().replace(row, changed).encode()
     plain = plain_settlement("simpsp", DAY, data)
     if plain is not None:
         assert world.store.import_plain_settlement(plain, data, "api") is None, name

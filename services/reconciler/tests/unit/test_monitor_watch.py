@@ -217,3 +217,28 @@ def test_the_watch_module_is_pure() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
     assert found <= {"__future__", "uuid", "collections.abc", "dataclasses", "typing"}, found
+
+
+def test_a_give_back_credit_waits_for_its_journal_but_credits_no_deposit() -> None:
+    """A withdrawal's give-back credit (credit_reason 'withdrawal_return') keyed by the payment of a
+    deposit still waiting for its credit: the capture stays raised (the give-back pays no capture),
+    and the give-back itself is raised when its journal is late and cleared by it."""
+    body = {
+        "credit_id": 9,
+        "deposit_reference": "dr-1",
+        "amount_minor": 3_000,
+        "currency": "USD",
+        "credit_reason": "withdrawal_return",
+    }
+    give_back = observation_of("Mt5Credited", PAY, T0 + 1, body)
+    assert give_back is not None and give_back.kind == "given_back"
+    watch = PaymentWatch(PAY).observe(captured(), T0, T).observe(give_back, T0 + 1, T)
+    assert not watch.credited
+    watch, alerts = publish_all(watch, T0 + 600_000)
+    assert sorted(states(alerts)) == [
+        (CAPTURED_NOT_CREDITED, RAISED, "capture:op-1"),
+        (CREDITED_NOT_BOOKED, RAISED, "mt5-credit:9"),
+    ]
+    watch, alerts = publish_all(watch.observe(booked(9), T0 + 700_000, T), T0 + 700_001)
+    assert states(alerts) == [(CREDITED_NOT_BOOKED, CLEARED, "mt5-credit:9")]
+    assert watch.raised() == [CAPTURED_NOT_CREDITED]

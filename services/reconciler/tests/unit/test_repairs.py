@@ -162,3 +162,33 @@ def test_the_maker_never_approves_and_an_approval_names_the_exact_command_once()
     check_amend(_repair(RepairStatus.REJECTED))
     for done in (RepairStatus.SENT, RepairStatus.EXECUTED, RepairStatus.REFUSED):
         _refused("repair_not_amendable", check_amend, _repair(done))
+
+
+def test_a_missing_journal_of_a_payout_is_repaired_with_the_payout_event() -> None:
+    """post_journal of a withdrawal's payout fact rebuilds PayoutPaid / PayoutReturned (withdrawal id,
+    the PSP's payout id, amount), never a chargeback: the ledger books it under payout:<withdrawal>
+    / payout-return:<withdrawal>, the reference the lost event would have had."""
+    wid = "wd_" + "0" * 31 + "1"
+    for kind, key, event_type in (
+        ("payout", f"payout:{wid}", "PayoutPaid"),
+        ("payout_return", f"payout-return:{wid}", "PayoutReturned"),
+    ):
+        fact = FACT | {
+            "source_key": key,
+            "kind": kind,
+            "payment_id": wid,
+            "provider_object_id": "po_1",
+            "deposit_reference": None,
+        }
+        case = CaseView(
+            8, f"missing_journal:{key}", CaseClass.MISSING_JOURNAL, CaseStatus.OPEN, {"fact": fact}
+        )
+        command = command_for(case, RepairType.POST_JOURNAL, reason="the payout event was lost")
+        assert command.fact_type == event_type
+        assert command.fact is not None
+        assert {k: command.fact[k] for k in ("withdrawal_id", "provider_payout_id", "amount_minor")} == {
+            "withdrawal_id": wid,
+            "provider_payout_id": "po_1",
+            "amount_minor": 50_000,
+        }
+        assert "deposit_reference" not in command.fact

@@ -3,6 +3,7 @@ with its line and reason, and a good file parses to stable source keys."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 
 import pytest
@@ -35,7 +36,9 @@ def test_a_good_report_parses_with_stable_source_keys() -> None:
         (lambda t: t.replace(",50000,", ",50000.5,"), 2, "not an integer amount"),
         (lambda t: t.replace(",49300,", ",49301,"), 2, "net_minor 49301 is not gross_minor - fee_minor"),
         (lambda t: t.replace("2026-11-30,txn", "2026-11-29,txn"), 2, "is not the report's date"),
-        (lambda t: t.replace(",charge,", ",payout,"), 2, "type='payout'"),
+        (lambda t: t.replace(",charge,", ",transfer,"), 2, "type='transfer'"),
+        (lambda t: t.replace(",charge,", ",payout,"), 2, "a payout has a negative gross_minor"),
+        (lambda t: t.replace(",pi_1,", ",,"), 2, "payment_intent_id is empty"),
         (lambda t: t + t.splitlines()[1] + "\n", 3, "duplicate row 'txn_1'"),
         (lambda t: t.rstrip("\n"), 2, "truncated"),
         (lambda t: t.replace(",po_1,", ",po_1,extra,"), 2, "14 fields, expected 13"),
@@ -65,6 +68,29 @@ def test_refund_and_dispute_rows_must_take_money_out() -> None:
     )
 
 
+PAYOUT = SettlementLine("txn_p", "payout", "", "po_1x", "wd_1", "USD", -3_000, 0, "po_1", at(DAY, 14))
+RETURN = SettlementLine("txn_q", "payout_return", "", "po_1x", "wd_1", "USD", 3_000, 0, "po_1", at(DAY, 15))
+
+
+def test_payout_rows_need_no_intent_and_their_own_sign() -> None:
+    """A withdrawal's payout (gross < 0) and payout return (gross > 0) parse with an empty
+    payment_intent_id; the other sign is refused naming the line; a charge without an intent stays
+    refused (only these two types may have none)."""
+    rows = parse_report("simpsp", "settlement", DAY, settlement_csv(DAY, [LINE, PAYOUT, RETURN])).settlement
+    assert [(r.type, r.payment_intent_id, r.source_id, r.gross_minor) for r in rows[1:]] == [
+        ("payout", "", "po_1x", -3_000),
+        ("payout_return", "", "po_1x", 3_000),
+    ]
+    for wrong, reason in (
+        (replace(PAYOUT, gross_minor=3_000), "a payout has a negative gross_minor, not 3000"),
+        (replace(RETURN, gross_minor=-3_000), "a payout_return has a positive gross_minor, not -3000"),
+        (replace(LINE, payment_intent_id=""), "payment_intent_id is empty"),
+    ):
+        with pytest.raises(ReportRefused) as refused:
+            parse_report("simpsp", "settlement", DAY, settlement_csv(DAY, [PAYOUT, wrong]))
+        assert (refused.value.line, refused.value.reason) == (3, reason)
+
+
 def test_bank_file_parses_and_refuses_bad_rows() -> None:
     """The bank file: one row per payout batch; a zero item count or a value date before the
     business date is refused; not UTF-8 is refused."""
@@ -82,9 +108,9 @@ def test_bank_file_parses_and_refuses_bad_rows() -> None:
 
 
 def test_the_fast_path_builds_what_the_checked_parser_builds() -> None:
-    """For a well-formed row (charge, refund, a reference or none) the fast path gives exactly the
-    row the checked parser gives; for a row it is unsure of it gives None and leaves the decision
-    to the checked parser."""
+    """For a well-formed row (charge, refund, dispute, payout, payout return, a reference or none)
+    the fast path gives exactly the row the checked parser gives; for a row it is unsure of it
+    gives None and leaves the decision to the checked parser."""
     from reconciler.domain import reports as r  # noqa: PLC0415
 
     rows = [
@@ -93,6 +119,8 @@ def test_the_fast_path_builds_what_the_checked_parser_builds() -> None:
             "txn_2", "refund", "pi_1", "re_1", "pay-1", "USD", -1_000, 0, "po_1", at(DAY, 11), "rf-1"
         ),
         SettlementLine("txn_3", "dispute", "pi_1", "dp_1", "", "EUR", -500, 1_500, "po_2", at(DAY, 12)),
+        PAYOUT,
+        RETURN,
     ]
     text = settlement_csv(DAY, rows).decode().splitlines()[1:]
     for n, line in enumerate(text, start=2):

@@ -6,7 +6,8 @@ Invariants kept here:
   non-empty exactly for per-holder codes (``client_mt5_balances`` has one account per MT5 login);
 - a balance is kept on the account's normal side: debits minus credits for assets and expenses,
   credits minus debits for liabilities and income; a floor is a lower bound on that same number.
-The migration ``0001_ledger.sql`` seeds the same chart; a test keeps the two equal.
+The migrations seed the same chart (``0001_ledger.sql``, ``0002_payouts_in_transit.sql``); a test
+keeps the two equal.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ FX_CLEARING: Final = "fx_clearing"
 MT5_SUSPENSE: Final = "mt5_suspense"
 CLIENT_DEPOSITS_PENDING: Final = "client_deposits_pending"
 UNALLOCATED_RECEIPTS: Final = "unallocated_receipts"
+PAYOUTS_IN_TRANSIT: Final = "payouts_in_transit"
 CLIENT_MT5_BALANCES: Final = "client_mt5_balances"
 FX_GAINS: Final = "fx_gains"
 PSP_FEES: Final = "psp_fees"
@@ -77,6 +79,9 @@ CHART: Final[Mapping[str, AccountCode]] = MappingProxyType(
             AccountCode(MT5_SUSPENSE, _A, False, None, "MT5 balance operations awaiting an explanation"),
             AccountCode(CLIENT_DEPOSITS_PENDING, _L, False, None, "Client money between the PSP and MT5"),
             AccountCode(UNALLOCATED_RECEIPTS, _L, False, None, "Captured money that belongs to no deposit"),
+            AccountCode(
+                PAYOUTS_IN_TRANSIT, _L, False, None, "Withdrawn money between MT5 and the PSP's payout"
+            ),
             AccountCode(CLIENT_MT5_BALANCES, _L, True, 0, "Client money on MT5, one account per login"),
             AccountCode(FX_GAINS, _I, False, None, "FX differences in our favour (compensations)"),
             AccountCode(PSP_FEES, _E, False, None, "Fees the PSP kept from settlement payouts"),

@@ -54,6 +54,7 @@ class RejectReason(StrEnum):
     BAD_REFERENCE = "bad_reference"
     BAD_EVENT = "bad_event"
     UNKNOWN_DEBIT_REASON = "unknown_debit_reason"
+    UNKNOWN_CREDIT_REASON = "unknown_credit_reason"
     FX_MISMATCH = "fx_mismatch"
     BAD_SETTLEMENT = "bad_settlement"
     CANNOT_REVERSE = "cannot_reverse"

@@ -10,9 +10,13 @@ credit it takes back, which Kafka's per-payment order rules out).
 | PaymentCaptured | capture:<operation_id> | psp_receivable | client_deposits_pending (1) |
 | RefundSucceeded | refund:<refund_id> | client_deposits_pending (1) | psp_receivable |
 | ChargebackReceived | chargeback:<chargeback_id> | client_deposits_pending (1) | psp_receivable |
-| Mt5Credited | mt5-credit:<credit_id> | client_deposits_pending | client_mt5_balances/<login> (2) |
+| Mt5Credited (5) | mt5-credit:<credit_id> | client_deposits_pending | client_mt5_balances/<login> (2) |
 | Mt5Debited refund (3) | mt5-debit:<debit_id> | client_mt5_balances/<login> | client_deposits_pending (4) |
 | Mt5Debited repair | mt5-debit:<debit_id> | client_mt5_balances/<login> | mt5_suspense |
+| Mt5Debited withdrawal | mt5-debit:<debit_id> | client_mt5_balances/<login> | payouts_in_transit |
+| PayoutPaid | payout:<withdrawal_id> | payouts_in_transit | psp_receivable |
+| PayoutReturned | payout-return:<withdrawal_id> | psp_receivable | payouts_in_transit |
+| Mt5Credited withdrawal_return | mt5-credit:<credit_id> | payouts_in_transit | client_mt5_balances/<login> |
 
 (1) ``unallocated_receipts`` when the payment pays no deposit (``deposit_reference`` null).
 (2) When the MT5 currency differs from the payment's, through ``fx_clearing`` in both currencies.
@@ -20,6 +24,13 @@ credit it takes back, which Kafka's per-payment order rules out).
 (4) When Mt5Debited v2 carries a payment side in another currency, through ``fx_clearing`` in both
     currencies (the mirror of (2)), so an FX deposit taken back leaves nothing in
     ``client_deposits_pending``; v1 events book the account currency only.
+(5) ``credit_reason`` 'deposit' (v1 events read as it); an unknown credit_reason is rejected.
+
+Withdrawals (ADR 0008, "Books"): a withdrawal's ``payouts_in_transit`` comes back to zero whatever
+its end (paid: debit + paid; failed: debit + give-back; returned: debit + paid + returned +
+give-back). ``PayoutFailed`` moves no money at the PSP and books nothing (``Ignored``). A
+withdrawal is in the MT5 account's currency (mt5-credit refuses any other), so none of these
+rules converts.
 
 Events that move no money (authorized, canceled, failed, ...) are ``Ignored``; an event type with no
 rule is ``Rejected`` (a new money fact must get a rule, never be dropped).
@@ -64,9 +75,11 @@ NO_MONEY_EVENTS: Final = frozenset(
         "PaymentNeedsAttention",
         "Mt5CreditFailed",
         "Mt5CreditNeedsAttention",
+        "PayoutFailed",  # the PSP did not pay: no money moved; the give-back credit books the return
     }
 )
-DEBIT_REASONS: Final = frozenset({"refund", "chargeback", "repair"})
+DEBIT_REASONS: Final = frozenset({"refund", "chargeback", "repair", "withdrawal"})
+CREDIT_REASONS: Final = frozenset({"deposit", "withdrawal_return"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +153,12 @@ def _text(body: Mapping[str, Any], name: str) -> str:
 def _optional_text(body: Mapping[str, Any], name: str) -> str | None:
     value = body.get(name)
     return None if value is None else _text(body, name)
+
+
+def _kept_text(body: Mapping[str, Any], name: str) -> str | None:
+    """A field kept as detail only: its text when it has one, else None (never a refusal)."""
+    value = body.get(name)
+    return value[:200] if type(value) is str and value.strip() else None
 
 
 def _positive(body: Mapping[str, Any], name: str) -> int:
@@ -231,6 +250,13 @@ def _money_returned(rule: str, prefix: str, id_field: str, provider_field: str) 
 
 
 def _mt5_credited(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy) -> RuleResult:
+    reason = body.get("credit_reason", "deposit")  # v1 events have no credit_reason: a deposit
+    if type(reason) is not str or reason not in CREDIT_REASONS:
+        return Rejected(
+            RejectReason.UNKNOWN_CREDIT_REASON, f"credit_reason {str(reason)[:40]!r} is not one we know"
+        )
+    if reason == "withdrawal_return":
+        return _withdrawal_returned(meta, body, policy)
     amount, currency = _positive(body, "amount_minor"), _currency(body, "currency", policy)
     paid, paid_currency = _positive(body, "payment_amount_minor"), _currency(body, "payment_currency", policy)
     login = _positive(body, "mt5_login")
@@ -257,6 +283,27 @@ def _mt5_credited(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolic
         "fx_rate": rate,
     }
     return _draft(meta, policy, f"mt5-credit:{_positive(body, 'credit_id')}", "mt5_credited", entries, detail)
+
+
+def _withdrawal_returned(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy) -> RuleResult:
+    """The give-back credit of a withdrawal whose payout failed or came back: the money in transit
+    is the client's on MT5 again. Its deposit fields name the deposit whose card the payout went
+    to; they are kept as detail, not checked against an amount (the withdrawal's is the credit's)."""
+    amount, currency = _positive(body, "amount_minor"), _currency(body, "currency", policy)
+    login = _positive(body, "mt5_login")
+    entries = (
+        debit(AccountKey(acc.PAYOUTS_IN_TRANSIT, currency), amount),
+        credit(AccountKey(acc.CLIENT_MT5_BALANCES, currency, acc.mt5_holder(login)), amount),
+    )
+    detail: dict[str, DetailValue] = {
+        "credit_reason": "withdrawal_return",
+        "withdrawal_id": _text(body, "withdrawal_id"),
+        "mt5_login": login,
+        "deal_ticket": _positive(body, "deal_ticket"),
+        "deposit_reference": _kept_text(body, "deposit_reference"),
+    }
+    reference = f"mt5-credit:{_positive(body, 'credit_id')}"
+    return _draft(meta, policy, reference, "mt5_withdrawal_returned", entries, detail)
 
 
 def fx_problem(
@@ -294,10 +341,11 @@ def _mt5_debited(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy
     reason = _text(body, "debit_reason")
     if reason not in DEBIT_REASONS:
         return Rejected(RejectReason.UNKNOWN_DEBIT_REASON, f"debit_reason {reason[:40]!r} is not one we know")
-    counter = acc.MT5_SUSPENSE if reason == "repair" else acc.CLIENT_DEPOSITS_PENDING
+    counter = _DEBIT_COUNTER[reason]
     client = AccountKey(acc.CLIENT_MT5_BALANCES, currency, acc.mt5_holder(login))
     paid_currency = body.get("payment_currency")  # v2: the payment side of the debit, when known
-    if reason != "repair" and paid_currency is not None and paid_currency != currency:
+    takes_back_deposit = counter == acc.CLIENT_DEPOSITS_PENDING
+    if takes_back_deposit and paid_currency is not None and paid_currency != currency:
         # An FX deposit taken back: the MT5 side in the account currency, the deposit side in the
         # payment's, through fx_clearing, so client_deposits_pending returns to zero in each currency.
         paid, paid_currency = (
@@ -323,6 +371,40 @@ def _mt5_debited(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy
     return _draft(meta, policy, f"mt5-debit:{_positive(body, 'debit_id')}", "mt5_debited", entries, detail)
 
 
+# where the money taken off MT5 goes, by debit_reason (a withdrawal's is in the account currency)
+_DEBIT_COUNTER: Final[Mapping[str, str]] = {
+    "refund": acc.CLIENT_DEPOSITS_PENDING,
+    "chargeback": acc.CLIENT_DEPOSITS_PENDING,
+    "repair": acc.MT5_SUSPENSE,
+    "withdrawal": acc.PAYOUTS_IN_TRANSIT,
+}
+
+
+def _payout_moved(rule: str, prefix: str, *, paid: bool) -> _Rule:
+    """PayoutPaid: the money in transit leaves our PSP balance for the client's card. PayoutReturned:
+    it is on our PSP balance again and in transit back to MT5 (the give-back credit clears it)."""
+
+    def post(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy) -> RuleResult:
+        amount, currency = _positive(body, "amount_minor"), _currency(body, "currency", policy)
+        transit, psp = AccountKey(acc.PAYOUTS_IN_TRANSIT, currency), AccountKey(acc.PSP_RECEIVABLE, currency)
+        entries = (
+            (debit(transit, amount), credit(psp, amount))
+            if paid
+            else (debit(psp, amount), credit(transit, amount))
+        )
+        withdrawal_id = _text(body, "withdrawal_id")
+        detail: dict[str, DetailValue] = {
+            "provider": _text(body, "provider"),
+            "provider_payout_id": _text(body, "provider_payout_id"),
+            # detail only: a repair rebuilt from the reconciler's read model does not know it
+            "operation_id": _kept_text(body, "operation_id"),
+            "withdrawal_id": withdrawal_id,
+        }
+        return _draft(meta, policy, f"{prefix}:{withdrawal_id}", rule, entries, detail)
+
+    return post
+
+
 _Rule = Callable[[EventMeta, Mapping[str, Any], PostingPolicy], RuleResult]
 _RULES: Final[Mapping[str, _Rule]] = {
     "PaymentCaptured": _payment_captured,
@@ -332,4 +414,6 @@ _RULES: Final[Mapping[str, _Rule]] = {
     ),
     "Mt5Credited": _mt5_credited,
     "Mt5Debited": _mt5_debited,
+    "PayoutPaid": _payout_moved("payout_paid", "payout", paid=True),
+    "PayoutReturned": _payout_moved("payout_returned", "payout-return", paid=False),
 }

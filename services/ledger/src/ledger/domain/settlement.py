@@ -10,8 +10,9 @@ ids. The batch books, per currency:
     debit  psp_fees        sum(fee)     (credit when negative: fees given back)
     credit psp_receivable  sum(gross)   (debit when negative)
 
-Refunds and chargebacks already reduced ``psp_receivable`` when they happened, and their items here
-carry negative gross amounts, so the batch clears exactly what the PSP paid out. Invariants: every
+Refunds, chargebacks and withdrawal payouts already reduced ``psp_receivable`` when they happened
+(a payout return put it back), and their items here carry negative (positive) gross amounts, so the
+batch clears exactly what the PSP paid out. Invariants: every
 item's net equals gross minus fee, one currency per batch, item signs agree with their type, item
 ids are unique in the batch; a batch that breaks any is rejected whole, with the reason.
 """
@@ -53,6 +54,8 @@ ITEM_SIGNS: Final[Mapping[str, int]] = {
     "chargeback": -1,
     "chargeback_reversal": 1,
     "adjustment": 0,
+    "payout": -1,  # a withdrawal paid out to a card (PayoutPaid already took it off psp_receivable)
+    "payout_return": 1,  # the same payout back (PayoutReturned already put it back)
 }
 
 

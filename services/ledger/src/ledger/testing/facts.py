@@ -1,7 +1,8 @@
 """Money facts as the ledger receives them: the events of deposits, refunds, chargebacks and MT5
 balance operations, built per payment in the order their producers emit them.
 
-``deposit(n, ...)`` returns one payment's facts; ``n`` makes every id unique. Each fact knows its
+``deposit(n, ...)`` returns one payment's facts, ``withdrawal(n, ...)`` one withdrawal's (ADR 0008);
+``n`` makes every id unique. Each fact knows its
 topic role (payments or mt5), so tests can deliver them the way Kafka would: in order per payment
 and topic, in any interleaving across payments and topics.
 """
@@ -17,6 +18,8 @@ from backbone.consumer import InboundEvent
 from backbone.ids import new_event_id
 
 Role = Literal["payments", "mt5", "repairs"]
+WithdrawalEnding = Literal["paid", "failed", "returned"]
+WITHDRAWAL_ENDINGS: tuple[WithdrawalEnding, ...] = ("paid", "failed", "returned")
 Ending = Literal["credited", "refunded", "charged_back", "refunded_before_credit", "not_deposit", "repaired"]
 ENDINGS: tuple[Ending, ...] = (
     "credited",
@@ -37,17 +40,27 @@ class Fact:
     body: dict[str, Any]
     event_id: str
     occurred_at_ms: int
+    schema_version: int = 0  # 0: the default below
 
     @property
     def version(self) -> int:
         """Facts are written as their first schema version (a v1 producer); a repair as v2, the
-        first that names its target."""
+        first that names its target; a withdrawal's MT5 facts as v2 (``schema_version``), the first
+        with their reasons."""
+        if self.schema_version:
+            return self.schema_version
         return 2 if self.event_type == "ExecuteRepair" else 1
 
     def with_new_event_id(self) -> Fact:
         """The same business fact published again under a new event id (a producer's retry)."""
         return Fact(
-            self.role, self.event_type, self.payment_id, self.body, new_event_id(), self.occurred_at_ms
+            self.role,
+            self.event_type,
+            self.payment_id,
+            self.body,
+            new_event_id(),
+            self.occurred_at_ms,
+            self.schema_version,
         )
 
     def envelope(self, producer: str = "test") -> dict[str, Any]:
@@ -238,6 +251,94 @@ def _debited(
     )
 
 
+def withdrawal_id(n: int) -> str:
+    return f"wd_{n:032x}"
+
+
+def withdrawal(
+    n: int,
+    *,
+    login: int,
+    amount_minor: int = 3_000,
+    currency: str = "EUR",
+    ending: WithdrawalEnding = "paid",
+    at_ms: int = BASE_MS + 3_600_000,
+) -> list[Fact]:
+    """One withdrawal's facts in production order (ADR 0008): the MT5 debit (``wdr:``), then the
+    payout paid, failed (and given back by a ``wbk:`` credit) or paid and returned (and given back).
+    Every fact is keyed by the withdrawal id. The login needs a credited deposit first (its floor)."""
+    wid = withdrawal_id(n)
+    debit = _fact(
+        "mt5",
+        "Mt5Debited",
+        wid,
+        at_ms,
+        {
+            "debit_id": 1_000_000 + n,
+            "mt5_login": login,
+            "amount_minor": amount_minor,
+            "currency": currency,
+            "deal_ticket": 1_800_000 + n,
+            "debit_reason": "withdrawal",
+            "source_reference": wid,
+            "original_credit_id": None,
+            "payment_amount_minor": None,
+            "payment_currency": None,
+            "fx_rate": None,
+        },
+    )
+    facts = [_v2(debit)]
+    payout = {
+        "merchant_id": "m1",
+        "withdrawal_id": wid,
+        "operation_id": f"op_po_{n}",
+        "provider": "simpsp",
+        "provider_payout_id": f"po_{n}",
+        "amount_minor": amount_minor,
+        "currency": currency,
+    }
+    if ending == "failed":
+        failed = {**payout, "failure_code": "card_declined", "failure_message": None}
+        facts.append(_fact("payments", "PayoutFailed", wid, at_ms + 1, failed))
+    else:
+        facts.append(_fact("payments", "PayoutPaid", wid, at_ms + 1, payout))
+    if ending == "returned":
+        returned = {**payout, "failure_code": "account_closed"}
+        facts.append(_fact("payments", "PayoutReturned", wid, at_ms + 2, returned))
+    if ending != "paid":
+        facts.append(_v2(_given_back(n, wid, login, amount_minor, currency, at_ms + 3)))
+    return facts
+
+
+def _v2(fact: Fact) -> Fact:
+    return Fact(fact.role, fact.event_type, fact.payment_id, fact.body, fact.event_id, fact.occurred_at_ms, 2)
+
+
+def _given_back(n: int, wid: str, login: int, amount: int, currency: str, at_ms: int) -> Fact:
+    """The give-back credit (``wbk:``): its deposit fields name the deposit whose card was paid."""
+    return _fact(
+        "mt5",
+        "Mt5Credited",
+        wid,
+        at_ms,
+        {
+            "credit_id": 1_000_000 + n,
+            "deposit_reference": f"dep_{n}",
+            "mt5_login": login,
+            "amount_minor": amount,
+            "currency": currency,
+            "deal_ticket": 1_900_000 + n,
+            "provider": "simpsp",
+            "provider_payment_id": "",
+            "payment_amount_minor": amount,
+            "payment_currency": currency,
+            "fx_rate": None,
+            "credit_reason": "withdrawal_return",
+            "withdrawal_id": wid,
+        },
+    )
+
+
 def with_body(fact: Fact, **changes: Any) -> Fact:
     """The same event with some body fields changed (bad input for tests), under a new event id."""
     return Fact(
@@ -247,6 +348,7 @@ def with_body(fact: Fact, **changes: Any) -> Fact:
         {**fact.body, **changes},
         new_event_id(),
         fact.occurred_at_ms,
+        fact.schema_version,
     )
 
 

@@ -24,6 +24,9 @@ PAYMENT_EVENTS = frozenset(
         "RefundFailed",
         "ChargebackReceived",
         "PaymentNeedsAttention",
+        "PayoutPaid",
+        "PayoutFailed",
+        "PayoutReturned",
     }
 )
 MT5_EVENTS = frozenset({"Mt5Credited", "Mt5Debited", "Mt5CreditFailed", "Mt5CreditNeedsAttention"})

@@ -56,7 +56,8 @@ from reconciler.adapters.tables import (
 from reconciler.application.ports import MatchParams
 from reconciler.domain.cases import CaseClass
 
-OUR_COMMENT = "^(dep|dbt):[0-9]+$"
+# deposits' credits (dep) and debits (dbt), a withdrawal's debit (wdr) and give-back credit (wbk)
+OUR_COMMENT = "^(dep|dbt|wdr|wbk):[0-9]+$"
 BALANCE_ACTION = 2
 # a layer's code in ``matches.layer`` (migration 0006: a smallint, not the name)
 LAYERS: Final = {"settlement_fact": 1, "capture_credit": 2, "takeback_debit": 3, "operation_deal": 4}
@@ -176,7 +177,15 @@ def _finding(conn: Connection, p: MatchParams, case_class: CaseClass, query: Sel
 
 
 def _kind_of(s: Any) -> ColumnElement[Any]:
-    return case((s.c.type == "charge", "capture"), (s.c.type == "refund", "refund"), else_="chargeback")
+    """The money fact a settlement row settles. A payout's and a payout return's provider object is
+    the PSP's payout (``source_id``), as a refund's is the refund: ``_object_of`` needs no branch.
+    The common types first: a charge is decided by the first comparison."""
+    return case(
+        (s.c.type == "charge", "capture"),
+        (s.c.type == "refund", "refund"),
+        (s.c.type == "dispute", "chargeback"),
+        else_=s.c.type,  # payout | payout_return (the only other types an import stores)
+    )
 
 
 def _object_of(s: Any) -> ColumnElement[Any]:
@@ -201,7 +210,8 @@ def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
     layers: list[tuple[str, Callable[[Connection, MatchParams], dict[str, int]]]] = [("stale", _stale_layer)]
     if p.settlement_import_id is not None:
         layers.append(("settlement", _settlement_layer))
-    layers += [("credits", _credit_layer), ("takebacks", _takeback_layer), ("journals", _journal_layer)]
+    layers += [("credits", _credit_layer), ("takebacks", _takeback_layer), ("withdrawals", _withdrawal_layer)]
+    layers.append(("journals", _journal_layer))
     if p.mt5_complete:
         layers.append(("deals", _deal_layer))
     if p.settlement_import_id is not None and p.bank_import_id is not None:
@@ -435,7 +445,13 @@ def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
             ).label("amount_differs"),
             f.c.occurred_at_ms.label("at_ms"),
         )
-        .select_from(f.outerjoin(o, and_(o.c.payment_id == f.c.payment_id, o.c.kind == "credit")))
+        .select_from(
+            f.outerjoin(
+                o,
+                # a withdrawal's give-back credit (wbk:) pays no capture, even of the card's deposit
+                and_(o.c.payment_id == f.c.payment_id, o.c.kind == "credit", o.c.withdrawal_id.is_(None)),
+            )
+        )
         .where(deposits)
         .ext(distinct_on(f.c.id))
         .order_by(f.c.id, o.c.row_id)
@@ -570,6 +586,63 @@ def _takeback_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
         .select_from(of_fact.join(o, o.c.id == k.c.right_id))
         .where(k.c.won, k.c.amount_differs),
     )
+    return counts
+
+
+# -- layer 2b'': a withdrawal's payout facts <-> its MT5 debit and give-back credit -------------------
+
+
+def _withdrawal_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
+    """A paid payout whose withdrawal has no MT5 debit (the money left our PSP balance and was never
+    taken off MT5), and a returned payout whose withdrawal has no give-back credit (the money is back
+    at the PSP and the client's MT5 account never got it), past the grace period. The date's payout
+    facts only (a partial index, migration 0009), each probing its withdrawal's operations by id (a
+    partial index too): nothing is read of the day's deposits, and a day without payouts costs two
+    index probes. A failed payout is not kept (no money moved), so its give-back is not checked here
+    (mt5-credit opens its own case for it)."""
+    f, o = money_facts.alias("f"), mt5_operations.alias("o")
+    counts = {}
+    for case_class, kind, operation, missing in (
+        (
+            CaseClass.PAYOUT_WITHOUT_DEBIT,
+            "payout",
+            "debit",
+            "was paid out but MT5 has no withdrawal debit of",
+        ),
+        (
+            CaseClass.RETURN_NOT_GIVEN_BACK,
+            "payout_return",
+            "credit",
+            "came back but MT5 has no give-back credit of",
+        ),
+    ):
+        has_operation = exists().where(o.c.withdrawal_id == f.c.payment_id, o.c.kind == operation)
+        counts[case_class.value] = _finding(
+            conn,
+            p,
+            case_class,
+            select(
+                _key(case_class, f.c.source_key).label("case_key"),
+                func.concat(
+                    f.c.source_key,
+                    " (",
+                    f.c.amount_minor,
+                    " ",
+                    f.c.currency,
+                    ") ",
+                    missing,
+                    " ",
+                    f.c.payment_id,
+                ).label("summary"),
+                func.jsonb_build_object("fact", _row_json(f)).label("evidence"),
+            ).where(
+                f.c.business_date == p.business_date,
+                f.c.kind == kind,
+                f.c.provider == p.provider,
+                f.c.occurred_at_ms < p.settled_before_ms,
+                not_(has_operation),
+            ),
+        )
     return counts
 
 

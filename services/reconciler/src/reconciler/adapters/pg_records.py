@@ -38,9 +38,9 @@ _FACT: Final = (
 )
 _OPERATION: Final = (
     "INSERT INTO mt5_operations (source_key, kind, row_id, comment, payment_id, mt5_login, amount_minor,"
-    " currency, deal_ticket, payment_amount_minor, payment_currency, fx_rate, cause_key, occurred_at_ms,"
-    " business_date, event_id)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+    " currency, deal_ticket, payment_amount_minor, payment_currency, fx_rate, cause_key, withdrawal_id,"
+    " occurred_at_ms, business_date, event_id)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
 )
 _ATTENTION: Final = (
     "INSERT INTO attention (attention_key, source, subject_key, payment_id, kind, status, detail, facts,"
@@ -107,6 +107,7 @@ def _operation(r: Mt5Operation) -> tuple[Any, ...]:
         r.payment_currency,
         r.fx_rate,
         r.cause_key,
+        r.withdrawal_id,
         r.occurred_at_ms,
         r.business_date,
         r.event_id,

@@ -38,7 +38,10 @@ from sqlalchemy.sql import ColumnElement, Select
 from reconciler.adapters.tables import settlement_rows
 from reconciler.domain.reports import (
     KNOWN_CURRENCIES,
+    MONEY_IN_TYPES,
+    PAYOUT_TYPES,
     PLAIN_INT_DIGITS,
+    ROW_TYPES,
     TEXT_MAX,
     WHITESPACE,
     PlainFile,
@@ -155,7 +158,7 @@ def typed(lines: Table, times: Table, provider: str, day: str) -> Select[Any]:
         t.c.line_no,
         t.c.balance_transaction_id,
         t.c.type,
-        t.c.payment_intent_id,
+        func.coalesce(t.c.payment_intent_id, "").label("payment_intent_id"),  # COPY reads '' as NULL
         t.c.source_id,
         t.c.reference,
         t.c.source_reference,
@@ -169,8 +172,11 @@ def typed(lines: Table, times: Table, provider: str, day: str) -> Select[Any]:
         t.c.business_date == day,
         *(
             _plain_text(t.c[name], required=True)
-            for name in ("balance_transaction_id", "payment_intent_id", "source_id", "payout_batch_id")
+            for name in ("balance_transaction_id", "source_id", "payout_batch_id")
         ),
+        # a withdrawal's payout rows name no payment intent; every other row does
+        or_(t.c.payment_intent_id.is_not(None), t.c.type.in_(PAYOUT_TYPES)),
+        _plain_text(t.c.payment_intent_id, required=False),
         _plain_text(t.c.reference, required=False),
         _plain_text(t.c.source_reference, required=False),
         t.c.currency.in_(KNOWN_CURRENCIES),
@@ -178,8 +184,8 @@ def typed(lines: Table, times: Table, provider: str, day: str) -> Select[Any]:
         t.c.fee >= 0,
         t.c.net == t.c.gross - t.c.fee,
         or_(
-            and_(t.c.type == "charge", t.c.gross > 0),
-            and_(t.c.type.in_(["refund", "dispute"]), t.c.gross < 0),
+            and_(t.c.type.in_(MONEY_IN_TYPES), t.c.gross > 0),
+            and_(t.c.type.in_([x for x in ROW_TYPES if x not in MONEY_IN_TYPES]), t.c.gross < 0),
         ),
     )
 

@@ -55,6 +55,7 @@ mt5_operations = Table(
     Column("payment_currency", Text),
     Column("fx_rate", Text),
     Column("cause_key", Text),
+    Column("withdrawal_id", Text),
     Column("occurred_at_ms", BigInteger),
     Column("business_date", Date),
     Column("event_id", Text),

@@ -38,6 +38,9 @@ class CaseClass(StrEnum):
     CREDIT_AMOUNT_MISMATCH = "credit_amount_mismatch"  # the credit pays another amount than captured
     NOT_DEBITED = "not_debited"  # a refund or chargeback of a deposit never taken back from MT5
     DEBIT_AMOUNT_MISMATCH = "debit_amount_mismatch"  # the debit takes back another amount
+    # withdrawals (ADR 0008): the money left the PSP without leaving MT5, or came back and stayed
+    PAYOUT_WITHOUT_DEBIT = "payout_without_debit"  # a paid payout whose withdrawal has no MT5 debit
+    RETURN_NOT_GIVEN_BACK = "return_not_given_back"  # a returned payout with no give-back credit
     CREDIT_WITHOUT_DEAL = "credit_without_deal"  # a done credit/debit whose MT5 deal is missing
     DEAL_WITHOUT_RECORD = "deal_without_record"  # a deal with our reference prefix nobody explains
     DEAL_WITHOUT_REFERENCE = "deal_without_reference"  # a balance deal with no reference of ours

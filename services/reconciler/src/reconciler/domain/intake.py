@@ -1,18 +1,25 @@
 """What the reconciler keeps of each event it consumes: its own read models, never another
 service's tables (DESIGN.md §2).
 
-- money facts from payment-state (a capture, a refund, a chargeback), keyed by the reference the
-  ledger books them under (``capture:<operation_id>``, ``refund:<refund_id>``,
-  ``chargeback:<chargeback_id>``);
+- money facts from payment-state (a capture, a refund, a chargeback, a withdrawal's payout paid or
+  returned), keyed by the reference the ledger books them under (``capture:<operation_id>``,
+  ``refund:<refund_id>``, ``chargeback:<chargeback_id>``, ``payout:<withdrawal_id>``,
+  ``payout-return:<withdrawal_id>``);
 - MT5 balance operations from mt5-credit (``mt5-credit:<id>`` / ``mt5-debit:<id>``), with the exact
-  comment the deal carries (``dep:<id>`` / ``dbt:<id>``);
+  comment the deal carries (``dep:<id>`` / ``dbt:<id>``; a withdrawal's debit ``wdr:<id>``, its
+  give-back credit ``wbk:<id>``);
 - journals from the ledger, by reference;
 - layer 1: what a service's resolver handed to a person (``PaymentNeedsAttention``,
   ``Mt5CreditNeedsAttention``), and the later events that settle it (a terminal payment fact of the
   same operation; an ``Mt5Credited`` / ``Mt5Debited`` / ``Mt5CreditFailed`` of the same row).
 
 Each record is given its business date here, once, from the event's time. Events that move no
-money are not kept. A money event that lacks a field the matching needs is refused (``IntakeRefused``:
+money are not kept: ``PayoutFailed`` among them, on purpose. No money moved at the PSP, so it has
+no settlement row, no journal and no deal to be matched with; the give-back credit that follows it
+is an MT5 operation like any other (its deal, its journal). It still settles an attention raised
+about its payout operation, as ``PayoutPaid`` and ``PayoutReturned`` do.
+A ``debit_reason`` or ``credit_reason`` outside the closed set is refused, never guessed. A money
+event that lacks a field the matching needs is refused (``IntakeRefused``:
 dead-lettered with the reason, never dropped silently).
 """
 
@@ -25,7 +32,13 @@ from typing import Any, Final
 
 from reconciler.domain.dates import BusinessCalendar
 
-FACT_EVENTS: Final = frozenset({"PaymentCaptured", "RefundSucceeded", "ChargebackReceived"})
+FACT_EVENTS: Final = frozenset(
+    {"PaymentCaptured", "RefundSucceeded", "ChargebackReceived", "PayoutPaid", "PayoutReturned"}
+)
+# a withdrawal's money facts (ADR 0008): kind -> the ledger's reference prefix
+PAYOUT_KINDS: Final = {"payout": "payout", "payout_return": "payout-return"}
+DEBIT_REASONS: Final = frozenset({"refund", "chargeback", "repair", "withdrawal"})
+CREDIT_REASONS: Final = frozenset({"deposit", "withdrawal_return"})
 MT5_EVENTS: Final = frozenset({"Mt5Credited", "Mt5Debited"})
 JOURNAL_EVENTS: Final = frozenset({"JournalPosted"})
 ATTENTION_EVENTS: Final = frozenset({"PaymentNeedsAttention", "Mt5CreditNeedsAttention"})
@@ -43,6 +56,9 @@ OPERATION_END_EVENTS: Final = frozenset(
         "PaymentFailed",
         "RefundSucceeded",
         "RefundFailed",
+        "PayoutPaid",
+        "PayoutFailed",
+        "PayoutReturned",
     }
 )
 MT5_END_EVENTS: Final = frozenset({"Mt5Credited", "Mt5Debited", "Mt5CreditFailed"})
@@ -66,11 +82,11 @@ class EventInfo:
 @dataclass(frozen=True, slots=True)
 class MoneyFact:
     source_key: str
-    kind: str  # capture | refund | chargeback
-    payment_id: str
+    kind: str  # capture | refund | chargeback | payout | payout_return
+    payment_id: str  # a payout's: the withdrawal id (every message about a withdrawal is keyed by it)
     merchant_id: str
     provider: str
-    provider_object_id: str  # the intent (capture), the refund, the dispute at the provider
+    provider_object_id: str  # the intent (capture), the refund, the dispute, the payout at the provider
     amount_minor: int
     currency: str
     deposit_reference: str | None
@@ -94,6 +110,7 @@ class Mt5Operation:
     payment_currency: str | None
     fx_rate: str | None
     cause_key: str | None  # a debit's money fact (refund:<id> | chargeback:<id>); None for credits
+    withdrawal_id: str | None  # a withdrawal's debit (wdr:) or give-back credit (wbk:); else None
     occurred_at_ms: int
     business_date: date
     event_id: str
@@ -301,15 +318,20 @@ def _fact(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) 
             kind, key, obj = "capture", f"capture:{body['operation_id']}", body["provider_payment_id"]
         case "RefundSucceeded":
             kind, key, obj = "refund", f"refund:{body['refund_id']}", body["provider_refund_id"]
+        case "PayoutPaid" | "PayoutReturned":
+            kind = "payout" if info.event_type == "PayoutPaid" else "payout_return"
+            key, obj = f"{PAYOUT_KINDS[kind]}:{_present(body, 'withdrawal_id')}", body["provider_payout_id"]
         case _:
             kind, key, obj = "chargeback", f"chargeback:{body['chargeback_id']}", body["provider_dispute_id"]
     amount = int(body["amount_minor"])
     if amount < 0:
         raise ValueError(f"amount_minor {amount} is negative")
+    # a withdrawal's facts are the withdrawal's: its id joins them to its MT5 debit and give-back
+    payment_id = _present(body, "withdrawal_id") if kind in PAYOUT_KINDS else info.payment_id
     return MoneyFact(
         source_key=key,
         kind=kind,
-        payment_id=info.payment_id,
+        payment_id=payment_id,
         merchant_id=str(body["merchant_id"]),
         provider=str(body["provider"]),
         provider_object_id=str(obj),
@@ -322,17 +344,33 @@ def _fact(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) 
     )
 
 
+def _present(body: Mapping[str, Any], name: str) -> str:
+    value = body[name]
+    if type(value) is not str or not value.strip():
+        raise ValueError(f"{name} is missing or blank")
+    return value
+
+
 def _mt5(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -> Mt5Operation:
     credit = info.event_type == "Mt5Credited"
     row_id = int(body["credit_id"] if credit else body["debit_id"])
     payment_amount = body.get("payment_amount_minor")
-    reason = None if credit else str(body["debit_reason"])
+    # v1 credits have no credit_reason: a deposit
+    reason = str(body.get("credit_reason", "deposit")) if credit else str(body["debit_reason"])
+    if reason not in (CREDIT_REASONS if credit else DEBIT_REASONS):
+        raise ValueError(f"{'credit' if credit else 'debit'}_reason {reason[:40]!r} is not one we know")
     cause = f"{reason}:{body['source_reference']}" if reason in ("refund", "chargeback") else None
+    withdrawal = None
+    if reason == "withdrawal":
+        withdrawal = _present(body, "source_reference")
+    elif reason == "withdrawal_return":
+        withdrawal = _present(body, "withdrawal_id")
+    prefix = {"deposit": "dep", "withdrawal": "wdr", "withdrawal_return": "wbk"}.get(reason, "dbt")
     return Mt5Operation(
         source_key=f"mt5-credit:{row_id}" if credit else f"mt5-debit:{row_id}",
         kind="credit" if credit else "debit",
         row_id=row_id,
-        comment=f"dep:{row_id}" if credit else f"dbt:{row_id}",
+        comment=f"{prefix}:{row_id}",
         payment_id=info.payment_id,
         mt5_login=int(body["mt5_login"]),
         amount_minor=int(body["amount_minor"]),
@@ -342,6 +380,7 @@ def _mt5(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalendar) -
         payment_currency=body.get("payment_currency"),
         fx_rate=body.get("fx_rate"),
         cause_key=cause,
+        withdrawal_id=withdrawal,
         occurred_at_ms=info.occurred_at_ms,
         business_date=calendar.date_of(info.occurred_at_ms),
         event_id=info.event_id,

@@ -241,8 +241,8 @@ def fact_event(case: CaseView) -> tuple[str, dict[str, Any]]:
         raise RepairRefused(
             422,
             "not_yet_supported",
-            "post_journal repairs money facts (captures, refunds, chargebacks); a missing journal of an"
-            " MT5 operation needs its deposit reference, which the reconciler does not keep yet",
+            "post_journal repairs money facts (captures, refunds, chargebacks, payouts); a missing journal"
+            " of an MT5 operation needs its deposit reference, which the reconciler does not keep yet",
         )
     kind, key = str(fact["kind"]), str(fact["source_key"]).split(":", 1)[1]
     common = {
@@ -260,6 +260,17 @@ def fact_event(case: CaseView) -> tuple[str, dict[str, Any]]:
     if kind == "refund":
         body = {"refund_id": key, "operation_id": "", "provider_refund_id": fact["provider_object_id"]}
         return "RefundSucceeded", common | body
+    if kind in ("payout", "payout_return"):  # a withdrawal's: its payment id is the withdrawal id
+        payout = {k: v for k, v in common.items() if k != "deposit_reference"} | {
+            "withdrawal_id": fact["payment_id"],
+            "operation_id": "",  # not kept by the reconciler; the ledger's rule books without it
+            "provider_payout_id": fact["provider_object_id"],
+        }
+        if kind == "payout":
+            return "PayoutPaid", payout
+        return "PayoutReturned", payout | {"failure_code": None}
+    if kind != "chargeback":
+        raise RepairRefused(422, "not_yet_supported", f"post_journal does not rebuild a {kind[:40]} fact")
     return "ChargebackReceived", common | {
         "chargeback_id": key,
         "provider_dispute_id": fact["provider_object_id"],

@@ -3,8 +3,11 @@
 A file is taken whole or not at all: the first bad line refuses the file with its line number and
 the reason (``ReportRefused``), and nothing of it is stored. Checked: the header names every column,
 every row has them all, the business date is the one asked for, currencies are ISO 4217 codes,
-amounts are integers in minor units with the sign their type allows (a charge brings money in,
-a refund or a dispute takes it out), ``net = gross - fee``, and no row appears twice.
+amounts are integers in minor units with the sign their type allows (a charge or a payout return
+brings money in, a refund, a dispute or a withdrawal's payout takes it out), ``net = gross - fee``,
+and no row appears twice. Only a payout or a payout return may have an empty ``payment_intent_id``
+(a withdrawal pays no intent: its ``source_id`` is the PSP's payout, its ``reference`` our
+withdrawal id).
 
 Every row gets a stable source key ``<provider>|<report type>|<row id>``: the same row in another
 version of the file has the same key, which is how versions are compared.
@@ -26,7 +29,9 @@ from backbone.psp.reports import BANK_COLUMNS, SETTLEMENT_COLUMNS
 
 ReportType = Literal["settlement", "bank_deposits"]
 REPORT_TYPES: Final = ("settlement", "bank_deposits")
-ROW_TYPES: Final = ("charge", "refund", "dispute")
+ROW_TYPES: Final = ("charge", "refund", "dispute", "payout", "payout_return")
+PAYOUT_TYPES: Final = ("payout", "payout_return")  # a withdrawal's: no payment intent
+MONEY_IN_TYPES: Final = ("charge", "payout_return")  # gross > 0; every other type's gross < 0
 AMOUNT_ABS_MAX: Final = 10**15
 _KNOWN: Final = frozenset(currency_exponents())
 KNOWN_CURRENCIES: Final = tuple(sorted(_KNOWN))
@@ -250,12 +255,14 @@ def _settlement_fast(provider: str, day: str, line: int, raw: list[str]) -> Sett
     for text in (txn_id, intent, source, batch, reference, source_ref):
         if len(text) > TEXT_MAX or text != text.strip():
             return None
-    if not (txn_id and intent and source and batch) or currency not in _KNOWN:
+    if not (txn_id and source and batch) or currency not in _KNOWN:
+        return None
+    if not intent and row_type not in PAYOUT_TYPES:
         return None
     gross, fee, net = _plain_int(g), _plain_int(f), _plain_int(n)
     if gross is None or fee is None or net is None or fee < 0 or net != gross - fee:
         return None
-    if not ((row_type == "charge" and gross > 0) or (row_type in ("refund", "dispute") and gross < 0)):
+    if row_type not in ROW_TYPES or (gross > 0) != (row_type in MONEY_IN_TYPES) or gross == 0:
         return None
     created_ms = plain_epoch_ms(created)
     if created_ms is None:
@@ -284,9 +291,9 @@ def _settlement_row(provider: str, business_date: date, line: int, f: dict[str, 
     if row_type not in ROW_TYPES:
         raise ReportRefused(line, f"type={row_type!r} is not one of {', '.join(ROW_TYPES)}")
     gross, fee, net = (_int(line, f, n) for n in ("gross_minor", "fee_minor", "net_minor"))
-    if row_type == "charge" and gross <= 0:
-        raise ReportRefused(line, f"a charge has a positive gross_minor, not {gross}")
-    if row_type != "charge" and gross >= 0:
+    if row_type in MONEY_IN_TYPES and gross <= 0:
+        raise ReportRefused(line, f"a {row_type} has a positive gross_minor, not {gross}")
+    if row_type not in MONEY_IN_TYPES and gross >= 0:
         raise ReportRefused(line, f"a {row_type} has a negative gross_minor, not {gross}")
     if fee < 0:
         raise ReportRefused(line, f"fee_minor={fee} is negative")
@@ -301,7 +308,7 @@ def _settlement_row(provider: str, business_date: date, line: int, f: dict[str, 
         source_key=source_key(provider, "settlement", txn_id),
         balance_transaction_id=txn_id,
         type=row_type,
-        payment_intent_id=_text(line, f, "payment_intent_id"),
+        payment_intent_id=_text(line, f, "payment_intent_id", required=row_type not in PAYOUT_TYPES),
         source_id=_text(line, f, "source_id"),
         reference=_text(line, f, "reference", required=False) or None,
         source_reference=_text(line, f, "source_reference", required=False) or None,

@@ -5,7 +5,9 @@ Per payment (the Kafka key of every topic it reads) a ``PaymentWatch`` waits for
 - a captured deposit (``PaymentCaptured`` with a deposit_reference) waits for an ``Mt5Credited`` of
   the payment: ``captured_not_credited``, subject ``capture:<operation_id>``;
 - an ``Mt5Credited`` waits for a ``JournalPosted`` with reference ``mt5-credit:<credit_id>``:
-  ``credited_not_booked``, subject ``mt5-credit:<credit_id>``.
+  ``credited_not_booked``, subject ``mt5-credit:<credit_id>``. A withdrawal's give-back credit
+  (``credit_reason`` 'withdrawal_return', ADR 0008) waits for its journal the same way, but it is no
+  deposit's credit: it never meets a ``captured_not_credited``, whatever payment it is keyed by.
 
 An expectation is due ``after_ms`` after the monitor first saw its event (its own clock, so a monitor
 catching up on a backlog raises nothing for deposits that were credited in time). Its life:
@@ -44,7 +46,7 @@ RECORD_VERSION: Final = 1
 _ALERT_IDS: Final = uuid.UUID("6b0f3c1e-2a4d-5e8f-9c71-3d52a4b6e019")
 _CREDIT_REFERENCE: Final = "mt5-credit:"
 
-Kind = Literal["captured", "credited", "booked"]
+Kind = Literal["captured", "credited", "given_back", "booked"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,7 @@ def observation_of(
         )
     if event_type == "Mt5Credited":
         return Observation(
-            "credited",
+            "given_back" if body.get("credit_reason") == "withdrawal_return" else "credited",
             payment_id,
             f"{_CREDIT_REFERENCE}{body['credit_id']}",
             occurred_at_ms,
@@ -193,8 +195,9 @@ class PaymentWatch:
             if watch.credited:
                 return watch
             return watch._expect(obs, CAPTURED_NOT_CREDITED, now_ms, thresholds)
-        if obs.kind == "credited":
-            watch = replace(watch._meet(CAPTURED_NOT_CREDITED, None, now_ms), credited=True)
+        if obs.kind in ("credited", "given_back"):
+            if obs.kind == "credited":
+                watch = replace(watch._meet(CAPTURED_NOT_CREDITED, None, now_ms), credited=True)
             if obs.subject_key in watch.booked:
                 return watch
             return watch._expect(obs, CREDITED_NOT_BOOKED, now_ms, thresholds)

@@ -332,6 +332,129 @@ class World:
         self.journal(f"mt5-debit:{debit_id}", pay, taken, "USD", t + 2000)
         self.deals.add(7001, f"dbt:{debit_id}", str(-Decimal(taken) / 100), t + 1500)
 
+    def withdrawal(
+        self,
+        n: int,
+        *,
+        ending: str = "paid",
+        amount: int = 20_000,
+        login: int = 7001,
+        at_ms: int | None = None,
+        settled: bool = True,
+        journals: bool = True,
+        debited: bool = True,
+        given_back: bool = True,
+        give_back_payment_id: str | None = None,
+    ) -> dict[str, Any]:
+        """One withdrawal end to end as the other services would report it (ADR 0008), keyed by
+        its id: the MT5 debit (deal ``wdr:<debit_id>``), then the payout paid (``ending`` 'paid'),
+        failed ('failed') or paid and returned ('returned'), settled by the PSP as ``payout`` and
+        ``payout_return`` rows, and a failed or returned one given back by a credit (deal
+        ``wbk:<credit_id>``); every step booked by the ledger unless ``journals`` is off.
+        ``debited`` / ``given_back`` off leave out the MT5 debit / the give-back credit (with their
+        deals and journals); ``give_back_payment_id`` keys the give-back credit by another payment."""
+        assert ending in ("paid", "failed", "returned"), ending
+        t = at_ms if at_ms is not None else at(DAY, 14) + n * 1000
+        wid, debit_id, credit_id, payout_id = f"wd_{n:032x}", 40_000 + n, 20_000 + n, f"po_w{n}"
+        if debited:
+            self._debit(n, wid, debit_id, amount, login, t, journals)
+        payout = {
+            "merchant_id": "m1",
+            "withdrawal_id": wid,
+            "operation_id": f"op-po-{n}",
+            "provider": "simpsp",
+            "provider_payout_id": payout_id,
+            "amount_minor": amount,
+            "currency": "USD",
+        }
+        lines = []
+        if ending == "failed":
+            failed = payout | {"failure_code": "card_declined", "failure_message": None}
+            self.deliver("PayoutFailed", wid, failed, t + 1000)
+        else:
+            self.deliver("PayoutPaid", wid, payout, t + 1000)
+            if journals:
+                self.journal(f"payout:{wid}", wid, amount, "USD", t + 1000)
+            lines.append(
+                SettlementLine(f"txn_w{n}", "payout", "", payout_id, wid, "USD", -amount, 0, "po_1", t + 1000)
+            )
+        if ending == "returned":
+            self.deliver("PayoutReturned", wid, payout | {"failure_code": "account_closed"}, t + 2000)
+            if journals:
+                self.journal(f"payout-return:{wid}", wid, amount, "USD", t + 2000)
+            lines.append(
+                SettlementLine(
+                    f"txn_wr{n}", "payout_return", "", payout_id, wid, "USD", amount, 0, "po_1", t + 2000
+                )
+            )
+        if ending != "paid" and given_back:
+            self._give_back(n, wid, credit_id, amount, login, t + 3000, journals, give_back_payment_id)
+        if settled:
+            self.settlement += lines
+        return {"withdrawal_id": wid, "debit_id": debit_id, "credit_id": credit_id, "lines": lines}
+
+    def _debit(
+        self, n: int, wid: str, debit_id: int, amount: int, login: int, t: int, journals: bool
+    ) -> None:
+        """The withdrawal's MT5 debit (``wdr:``), its deal and journal."""
+        self.deliver(
+            "Mt5Debited",
+            wid,
+            {
+                "debit_id": debit_id,
+                "mt5_login": login,
+                "amount_minor": amount,
+                "currency": "USD",
+                "deal_ticket": 700_000 + n,
+                "debit_reason": "withdrawal",
+                "source_reference": wid,
+                "original_credit_id": None,
+                "payment_amount_minor": None,
+                "payment_currency": None,
+                "fx_rate": None,
+            },
+            t,
+        )
+        self.deals.add(login, f"wdr:{debit_id}", str(-Decimal(amount) / 100), t - 500)
+        if journals:
+            self.journal(f"mt5-debit:{debit_id}", wid, amount, "USD", t)
+
+    def _give_back(
+        self,
+        n: int,
+        wid: str,
+        credit_id: int,
+        amount: int,
+        login: int,
+        t: int,
+        journals: bool,
+        payment_id: str | None,
+    ) -> None:
+        """The give-back credit of a failed or returned payout (``wbk:``), its deal and journal."""
+        self.deliver(
+            "Mt5Credited",
+            payment_id or wid,
+            {
+                "credit_id": credit_id,
+                "deposit_reference": f"dr-{n}",
+                "mt5_login": login,
+                "amount_minor": amount,
+                "currency": "USD",
+                "deal_ticket": 710_000 + n,
+                "provider": "simpsp",
+                "provider_payment_id": "",
+                "payment_amount_minor": amount,
+                "payment_currency": "USD",
+                "fx_rate": None,
+                "credit_reason": "withdrawal_return",
+                "withdrawal_id": wid,
+            },
+            t,
+        )
+        self.deals.add(login, f"wbk:{credit_id}", str(Decimal(amount) / 100), t - 500)
+        if journals:
+            self.journal(f"mt5-credit:{credit_id}", payment_id or wid, amount, "USD", t)
+
     def publish_reports(self, day: date = DAY, *, bank_delta: dict[str, int] | None = None) -> None:
         self.reports.files[("settlement", day)] = settlement_csv(day, self.settlement)
         self.reports.files[("bank_deposits", day)] = bank_csv(day, self.settlement, delta=bank_delta)
