@@ -42,7 +42,7 @@ from typing import Any
 
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import discover
-from backbone.testing.system import System
+from backbone.testing.system import MERCHANT_TOKEN, System
 
 
 @dataclass
@@ -147,10 +147,16 @@ def withdrawals(system: System, deposits: list[Deposit], keys: list[str]) -> lis
         done = system.wait_withdrawal(w, "paid", timeout_s=120)
         deals = system.deals(done["debit"]["comment"])
         status, count = system.http("GET", f"{system.urls.psp_control}/control/payouts/count?reference={w}")
+        _, shown = system.http("GET", f"{system.urls.payment_state}/payouts/{w}", token=MERCHANT_TOKEN)
+        payout = shown.get("payout", shown)
         print(f"  {w}: {done['status']}; MT5 deals {done['debit']['comment']}: {len(deals)};"
-              f" PSP payouts with our reference: {count['count']}")  # fmt: skip
+              f" payout {payout['provider_payout_id']} after {payout['operation']['attempts']} PSP"
+              f" call(s) and lookup(s); PSP payouts with our reference: {count['count']}")  # fmt: skip
         if len(deals) != 1 or count["count"] != 1:
             broken.append(f"withdrawal {w}: {len(deals)} deals, {count['count']} payouts (expected 1 and 1)")
+    wait_until(lambda: all(len(system.journals(w)) >= 2 for w in keys), 60, "the withdrawals' journals")
+    for w in keys:
+        broken += print_journals(system, w)
     return broken
 
 
@@ -190,14 +196,21 @@ def report(system: System, deposits: list[Deposit]) -> list[str]:
     wanted = {d.payment_id: 4 if n in (0, 3) else 2 for n, d in enumerate(deposits)}
     wait_until(lambda: all(len(system.journals(p)) >= k for p, k in wanted.items()), 60, "journals")
     for d in deposits:
-        for j in system.journals(d.payment_id):
-            lines = ", ".join(
-                f"{e['direction'][0].upper()} {e['account']}{'/' + e['holder'] if e['holder'] else ''}"
-                f" {money(e['amount_minor'], e['currency'])}"
-                for e in j["entries"]
-            )
-            print(f"  #{j['journal_id']:<3} {j['reference']:<34} {lines}")
-            broken.extend(_unbalanced(j))
+        broken += print_journals(system, d.payment_id)
+    return broken
+
+
+def print_journals(system: System, key: str) -> list[str]:
+    """The journals of one Kafka key (a payment or a withdrawal), printed; the unbalanced ones."""
+    broken = []
+    for j in system.journals(key):
+        lines = ", ".join(
+            f"{e['direction'][0].upper()} {e['account']}{'/' + e['holder'] if e['holder'] else ''}"
+            f" {money(e['amount_minor'], e['currency'])}"
+            for e in j["entries"]
+        )
+        print(f"  #{j['journal_id']:<3} {j['reference']:<34} {lines}")
+        broken.extend(_unbalanced(j))
     return broken
 
 
