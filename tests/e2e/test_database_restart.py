@@ -137,7 +137,10 @@ def _start_apis(cluster: PrivatePostgres, workdir: Path) -> tuple[list[Proc], li
         ("payment_state", ["-m", "payment_state", "api"], {"PAYMENT_STATE_API_TOKENS": f"{TOKEN}=m1",
          "PAYMENT_STATE_HTTP_PORT": str(ports["payment_state"])}, _payment),
         ("mt5_credit", ["-m", "mt5_credit", "api"], {"MT5_CREDIT_API_TOKENS": f"{TOKEN}=m1",
-         "MT5_CREDIT_ADMIN_TOKEN": ADMIN_TOKEN, "HTTP_PORT": str(ports["mt5_credit"])}, _account),
+         "MT5_CREDIT_ADMIN_TOKEN": ADMIN_TOKEN, "HTTP_PORT": str(ports["mt5_credit"]),
+         # withdrawals read MT5's free margin; none are asked here, so nothing need listen
+         "MT5_WEBAPI_URL": "http://127.0.0.1:1", "MT5_MANAGER_LOGIN": "1000",
+         "MT5_MANAGER_PASSWORD": "unused-here"}, _account),
         ("ledger", ["-m", "ledger", "api"], {"LEDGER_API_TOKENS_FILE": str(tokens),
          "LEDGER_HTTP_PORT": str(ports["ledger"]), "LEDGER_HTTP_HOST": "127.0.0.1"}, _journals),
         ("webhook_gateway", ["-m", "webhook_gateway", "api"], {"SIMPSP_WEBHOOK_SECRET": SECRET,

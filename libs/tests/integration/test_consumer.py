@@ -125,11 +125,11 @@ def _produce(service: Probe, messages: list[tuple[bytes, bytes]]) -> None:
 
 def _valid(payment_id: str, seq: int) -> bytes:
     envelope = new_envelope(EVENT_TYPE, payment_id, "test", schema_version=1, occurred_at_ms=1)
-    return _codec.encode(EVENT_TYPE, {"envelope": envelope, **captured_body(seq)})
+    return _codec.encode(EVENT_TYPE, {"envelope": envelope, **captured_body(seq)}, version=1)
 
 
 def _bad_envelope(payment_id: str) -> bytes:
-    entry = _catalogue.entry(EVENT_TYPE)
+    entry = _catalogue.entry(EVENT_TYPE, 1)
     envelope = new_envelope(EVENT_TYPE, payment_id, "test", schema_version=1, occurred_at_ms=1)
     record = {"envelope": {**envelope, "event_id": "not-a-uuid"}, **captured_body(1)}
     buf = io.BytesIO()
@@ -152,7 +152,7 @@ def _wrong_type(payment_id: str) -> bytes:
         "payment_currency": "USD",
         "fx_rate": None,
     }
-    return _codec.encode("Mt5Credited", {"envelope": envelope, **body})
+    return _codec.encode("Mt5Credited", {"envelope": envelope, **body}, version=1)
 
 
 def test_bad_input_goes_to_dead_letters_with_its_reason_and_the_loop_keeps_going(

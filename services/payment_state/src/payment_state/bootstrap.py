@@ -26,6 +26,7 @@ from payment_state.application.ports import PaymentStore, Psp, WebhookParser
 from payment_state.settings import (
     DEFAULT_COMMANDS_TOPIC,
     DEFAULT_EVENTS_TOPIC,
+    DEFAULT_PAYOUT_COMMANDS_TOPIC,
     DEFAULT_PROVIDER_EVENTS_TOPIC,
     DEFAULT_REPAIR_OUTCOMES_TOPIC,
     DEFAULT_REPAIRS_TOPIC,
@@ -42,6 +43,7 @@ def topic_catalogue(
     *,
     repairs_topic: str = DEFAULT_REPAIRS_TOPIC,
     repair_outcomes_topic: str = DEFAULT_REPAIR_OUTCOMES_TOPIC,
+    payout_commands_topic: str = DEFAULT_PAYOUT_COMMANDS_TOPIC,
 ) -> TopicCatalogue:
     """The repository's catalogue; a renamed topic (tests, staging) keeps its spec and event types."""
     base = TopicCatalogue.default()
@@ -52,6 +54,7 @@ def topic_catalogue(
         DEFAULT_PROVIDER_EVENTS_TOPIC: provider_events_topic,
         DEFAULT_REPAIRS_TOPIC: repairs_topic,
         DEFAULT_REPAIR_OUTCOMES_TOPIC: repair_outcomes_topic,
+        DEFAULT_PAYOUT_COMMANDS_TOPIC: payout_commands_topic,
     }
     for default, actual in renames.items():
         if actual != default and actual not in specs:

@@ -25,6 +25,7 @@ from payment_state.domain.repairs import RepairPolicy
 # In this process's topic namespace (KAFKA_TOPIC_PREFIX, read once at import, i.e. at process start).
 DEFAULT_EVENTS_TOPIC: Final = topic_name("payments.events")
 DEFAULT_COMMANDS_TOPIC: Final = topic_name("payments.commands")
+DEFAULT_PAYOUT_COMMANDS_TOPIC: Final = topic_name("withdrawals.payout-commands")  # mt5-credit's only
 DEFAULT_PROVIDER_EVENTS_TOPIC: Final = topic_name("psp.provider-events")
 DEFAULT_REPAIRS_TOPIC: Final = topic_name("recon.repair-commands")
 DEFAULT_REPAIR_OUTCOMES_TOPIC: Final = topic_name("recon.repair-outcomes")
@@ -141,6 +142,12 @@ class InboundSettings(ConsumerSettings):
     )
     events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC, check=kafka_topic)
     commands_topic: str = setting("PAYMENT_STATE_COMMANDS_TOPIC", DEFAULT_COMMANDS_TOPIC, check=kafka_topic)
+    payout_commands_topic: str = setting(
+        "PAYMENT_STATE_PAYOUT_COMMANDS_TOPIC",
+        DEFAULT_PAYOUT_COMMANDS_TOPIC,
+        check=kafka_topic,
+        doc="CreatePayout from mt5-credit (its own topic: only mt5-credit may write it)",
+    )
     provider_events_topic: str = setting(
         "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC", DEFAULT_PROVIDER_EVENTS_TOPIC, check=kafka_topic
     )
@@ -162,7 +169,12 @@ class InboundSettings(ConsumerSettings):
         # A default that depends on two other settings: set once, here, while the object is built
         # (frozen afterwards, as every settings object).
         if not self.topics:
-            topics = (self.commands_topic, self.provider_events_topic, self.repairs_topic)
+            topics = (
+                self.commands_topic,
+                self.payout_commands_topic,
+                self.provider_events_topic,
+                self.repairs_topic,
+            )
             object.__setattr__(self, "topics", topics)
 
 

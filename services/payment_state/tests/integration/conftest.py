@@ -16,20 +16,22 @@ from payment_state.testing import MIGRATIONS, Http, Service, only_topics
 @pytest.fixture(scope="module")
 def service(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     db_url = databases.create_database(stack.pg_admin_url, [MIGRATIONS], prefix="ps")
-    events, commands, provider = (kafka.unique_topic(p) for p in ("ps-events", "ps-commands", "ps-provider"))
-    catalogue = bootstrap.topic_catalogue(events, commands, provider)
-    kafka.create_topics(stack.kafka_bootstrap, only_topics(catalogue, {events, commands, provider}))
+    events, commands, provider, payouts = (
+        kafka.unique_topic(p) for p in ("ps-events", "ps-commands", "ps-provider", "ps-payouts")
+    )
+    catalogue = bootstrap.topic_catalogue(events, commands, provider, payout_commands_topic=payouts)
+    kafka.create_topics(stack.kafka_bootstrap, only_topics(catalogue, {events, commands, provider, payouts}))
     avro = bootstrap.codec()
     ctx = bootstrap.context("simpsp")
     pool = bootstrap.pool(db_url, 8, "payment-state-tests")
     logs = tmp_path_factory.mktemp("ps")
-    svc = Service(stack, db_url, events, commands, provider, logs, ctx, pool, avro, catalogue)
+    svc = Service(stack, db_url, events, commands, provider, logs, ctx, pool, avro, catalogue, payouts)
     yield svc
     for proc in svc.procs:
         proc.kill()
     pool.close()
     databases.drop_database(stack.pg_admin_url, db_url)
-    kafka.delete_topics(stack.kafka_bootstrap, [events, commands, provider])
+    kafka.delete_topics(stack.kafka_bootstrap, [events, commands, provider, payouts])
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ in payment-state's outbox.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections import Counter
@@ -118,7 +119,7 @@ def command(withdrawal_id: str, **over: Any) -> dict[str, Any]:
 
 def send(world: World, withdrawal_id: str, *bodies: dict[str, Any]) -> list[str]:
     """Publish CreatePayout commands keyed by the withdrawal id; returns their event ids."""
-    topic = world.service.commands_topic
+    topic = world.service.payout_commands_topic
     messages = [world.mt5_credit.message(topic, "CreatePayout", withdrawal_id, b) for b in bodies]
     world.mt5_credit.send(messages)
     return [m.event_id for m in messages]
@@ -203,6 +204,30 @@ def test_bad_commands_are_refused_and_change_nothing(world: World) -> None:
     # the card number never reaches the handler: the backbone's card check dead-letters it, redacted
     assert classes == ["card_data_forbidden", "refused", "refused"]
     for wd in bad:
+        assert payout_row(world, wd) is None and world.sim.payout_count(wd) == 0
+
+
+def test_a_payout_command_from_anyone_but_mt5_credit_pays_nothing(world: World, stack: Stack) -> None:
+    """A payout must follow the hold, two approvals and the MT5 debit: a CreatePayout on the upstream
+    commands topic is dead-lettered as an event type that topic never carries, and one on the payout
+    topic written by another producer is refused; no payout row, nothing at the PSP."""
+    on_commands, other_producer = new_withdrawal(), new_withdrawal()
+    upstream = Publisher(stack.kafka_bootstrap, world.service.catalogue, world.service.codec, "platform")
+    made = world.mt5_credit.message(
+        world.service.payout_commands_topic, "CreatePayout", on_commands, command(on_commands)
+    )  # our own writer refuses the wrong topic: the same bytes, sent there by hand
+    wrong_topic = dataclasses.replace(made, topic=world.service.commands_topic)
+    world.mt5_credit.send([wrong_topic])
+    impostor = upstream.message(
+        world.service.payout_commands_topic, "CreatePayout", other_producer, command(other_producer)
+    )
+    upstream.send([impostor])
+    ids = (wrong_topic.event_id, impostor.event_id)
+    wait_until(lambda: len(dead_letters(world, *ids)) == 2, 20, "both commands dead-lettered")
+    letters = dead_letters(world, *ids)
+    assert sorted(code for code, _ in letters) == ["refused", "unexpected_event_type"]
+    assert any("producer_not_allowed" in reason for _, reason in letters)
+    for wd in (on_commands, other_producer):
         assert payout_row(world, wd) is None and world.sim.payout_count(wd) == 0
 
 

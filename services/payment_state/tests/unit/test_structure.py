@@ -10,6 +10,7 @@ import pytest
 from backbone.settings import Secret, SettingsError, load_settings
 from payment_state.settings import (
     DEFAULT_COMMANDS_TOPIC,
+    DEFAULT_PAYOUT_COMMANDS_TOPIC,
     DEFAULT_PROVIDER_EVENTS_TOPIC,
     DEFAULT_REPAIR_OUTCOMES_TOPIC,
     DEFAULT_REPAIRS_TOPIC,
@@ -82,18 +83,24 @@ def test_missing_settings_are_named() -> None:
 
 def test_the_consumer_takes_its_name_and_topics_from_its_typed_settings() -> None:
     """CONSUMER_NAME and CONSUMER_TOPICS default to the service's (the topics named by
-    PAYMENT_STATE_COMMANDS_TOPIC, PAYMENT_STATE_PROVIDER_EVENTS_TOPIC and PAYMENT_STATE_REPAIRS_TOPIC);
+    PAYMENT_STATE_COMMANDS_TOPIC, PAYMENT_STATE_PAYOUT_COMMANDS_TOPIC, PAYMENT_STATE_PROVIDER_EVENTS_TOPIC
+    and PAYMENT_STATE_REPAIRS_TOPIC);
     both can be set; a topic name Kafka would refuse is refused at start, naming its variable."""
     env = {"DATABASE_URL": "postgresql://u:pw@h/db", "KAFKA_BOOTSTRAP_SERVERS": "k:1"}
     defaults = load_settings(InboundSettings, env)
     assert defaults.consumer_name == "payment-state-inbound"
-    assert defaults.topics == (DEFAULT_COMMANDS_TOPIC, DEFAULT_PROVIDER_EVENTS_TOPIC, DEFAULT_REPAIRS_TOPIC)
+    assert defaults.topics == (
+        DEFAULT_COMMANDS_TOPIC,
+        DEFAULT_PAYOUT_COMMANDS_TOPIC,
+        DEFAULT_PROVIDER_EVENTS_TOPIC,
+        DEFAULT_REPAIRS_TOPIC,
+    )
     assert defaults.repair_outcomes_topic == DEFAULT_REPAIR_OUTCOMES_TOPIC
     named = {
         **env, "PAYMENT_STATE_COMMANDS_TOPIC": "c1", "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC": "p1",
-        "PAYMENT_STATE_REPAIRS_TOPIC": "r1",
+        "PAYMENT_STATE_REPAIRS_TOPIC": "r1", "PAYMENT_STATE_PAYOUT_COMMANDS_TOPIC": "w1",
     }  # fmt: skip
-    assert load_settings(InboundSettings, named).topics == ("c1", "p1", "r1")
+    assert load_settings(InboundSettings, named).topics == ("c1", "w1", "p1", "r1")
     given = load_settings(InboundSettings, {**named, "CONSUMER_TOPICS": "a,b", "CONSUMER_NAME": "n"})
     assert (given.consumer_name, given.topics) == ("n", ("a", "b"))
     with pytest.raises(SettingsError) as failure:

@@ -31,7 +31,7 @@ from mt5_credit.domain.withdrawals import Withdrawal, WithdrawalStatus
 
 EVENTS_TOPIC = "mt5.credit-events"  # logical name; topic_name() adds the namespace
 OUTCOMES_TOPIC = "recon.repair-outcomes"  # where repairs are answered
-COMMANDS_TOPIC = "payments.commands"  # payment-state's commands: CreatePayout after a withdrawal debit
+PAYOUT_COMMANDS_TOPIC = "withdrawals.payout-commands"  # CreatePayout after a withdrawal's debit
 
 WITHDRAWAL_COLUMNS = """w.withdrawal_id, w.merchant_id, w.customer_id, w.mt5_login, w.amount_minor,
   w.currency,
@@ -132,7 +132,7 @@ class PgCreditStore(PgCreditClaims):
         invariant(self._outbox is not None, "this store was opened without an outbox")
         assert self._outbox is not None
         self._outbox.add(
-            self._conn, topic_name(COMMANDS_TOPIC), "CreatePayout", withdrawal.withdrawal_id,
+            self._conn, topic_name(PAYOUT_COMMANDS_TOPIC), "CreatePayout", withdrawal.withdrawal_id,
             payout_command(withdrawal, debit), correlation_id=withdrawal.withdrawal_id,
         )  # fmt: skip
 

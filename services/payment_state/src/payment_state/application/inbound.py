@@ -46,6 +46,7 @@ from payment_state.domain.validation import (
 log = get_logger(__name__)
 COMMAND_TYPES: Final = frozenset({"CreatePayment", "CapturePayment", "CancelPayment", "RefundPayment"})
 PAYOUT_COMMAND: Final = "CreatePayout"
+PAYOUT_PRODUCER: Final = "mt5_credit"  # the one service that debits MT5 before a payout is asked
 
 
 class UnusableWebhook(Refuse):
@@ -168,6 +169,12 @@ def _payout_command(store: PaymentStore, ctx: Context, event: InboundEvent) -> N
     """``CreatePayout`` (from mt5-credit, keyed by the withdrawal id): one payout per withdrawal. A
     refusal (bad fields, another provider, the withdrawal id reused for another request) changes
     nothing and is dead-lettered with its code: recorded where operators see it."""
+    producer = event.event.envelope.producer
+    if producer != PAYOUT_PRODUCER:  # the topic's ACL is the control; this says so when it fails
+        reason = (
+            f"producer_not_allowed: CreatePayout is accepted from {PAYOUT_PRODUCER} only, not {producer!r}"
+        )
+        raise Refuse(reason, event.event_id)
     body = event.event.body
     merchant_id, key = str(body["merchant_id"]), str(body["idempotency_key"])
     fields = {k: v for k, v in body.items() if k not in ("envelope", "merchant_id", "idempotency_key")}

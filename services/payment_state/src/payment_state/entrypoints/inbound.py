@@ -26,6 +26,7 @@ def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCat
         settings.provider_events_topic,
         repairs_topic=settings.repairs_topic,
         repair_outcomes_topic=settings.repair_outcomes_topic,
+        payout_commands_topic=settings.payout_commands_topic,
     )
     avro = bootstrap.codec()
     handler = make_handler(

@@ -45,6 +45,7 @@ class Service:
     pool: ConnectionPool
     codec: AvroCodec
     catalogue: TopicCatalogue
+    payout_commands_topic: str = "-"  # "-": this module's processes never read payout commands
     procs: list[Proc] = field(default_factory=list)
 
     def env(self, **overrides: str) -> dict[str, str]:
@@ -65,6 +66,8 @@ class Service:
             "OUTBOX_STANDBY_RETRY_MS": "200",
             "BACKBONE_FAILPOINTS": "",
         }
+        if self.payout_commands_topic != "-":
+            base["PAYMENT_STATE_PAYOUT_COMMANDS_TOPIC"] = self.payout_commands_topic
         return {**base, **overrides}
 
     def start(self, command: str, name: str | None = None, **overrides: str) -> Proc:
