@@ -84,7 +84,8 @@ def test_intake_keeps_money_facts_under_the_ledger_reference() -> None:
 def test_intake_keeps_what_a_resolver_handed_to_a_person_and_what_settles_it() -> None:
     """Layer 1's read model: a PaymentNeedsAttention is kept under (payment, operation, kind) with
     the operation as its subject and its start time (the age counts from there); an
-    Mt5CreditNeedsAttention under its MT5 row, v1 events (no operation_kind) read as credits; the
+    Mt5CreditNeedsAttention under its MT5 row, v1 events (no operation_kind) read as credits, v3's
+    comment taken as the row's (wdr:/wbk: for a withdrawal); the
     events that end an operation or an MT5 row settle it; a bad kind is refused."""
     attention = {
         "merchant_id": "m1",
@@ -131,6 +132,11 @@ def test_intake_keeps_what_a_resolver_handed_to_a_person_and_what_settles_it() -
     )
     [d] = records_of(_info("Mt5CreditNeedsAttention"), credit | {"operation_kind": "debit"}, UTC_CAL)
     assert isinstance(d, Attention) and d.facts["comment"] == "dbt:42"
+    # v3 names the row's own comment: a withdrawal's debit is wdr:<id>, not dbt:<id>
+    [w] = records_of(
+        _info("Mt5CreditNeedsAttention"), credit | {"operation_kind": "debit", "comment": "wdr:42"}, UTC_CAL
+    )
+    assert isinstance(w, Attention) and w.facts["comment"] == "wdr:42"
     with pytest.raises(IntakeRefused, match="operation_kind"):
         records_of(_info("Mt5CreditNeedsAttention"), credit | {"operation_kind": "withdrawal"}, UTC_CAL)
     assert records_of(_info("PaymentFailed"), {"operation_id": "op-7"}, UTC_CAL) == [

@@ -73,6 +73,7 @@ def needs_attention(row: CreditRow, status: str, reason: str) -> tuple[str, dict
         "credit_status": status,
         "reason": reason[:500],
         "case_id": None,
+        "comment": row.comment,  # v3: wdr:/wbk: for a withdrawal's rows
     }
 
 

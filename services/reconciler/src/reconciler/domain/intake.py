@@ -299,7 +299,8 @@ def _attention(info: EventInfo, body: Mapping[str, Any], calendar: BusinessCalen
         detail=str(body["reason"]),
         facts={
             "row_id": row_id,
-            "comment": f"{'dep' if kind == 'credit' else 'dbt'}:{row_id}",
+            # v3 says the row's own comment (wdr:/wbk: for a withdrawal's rows); before, by kind
+            "comment": str(body.get("comment") or f"{'dep' if kind == 'credit' else 'dbt'}:{row_id}"),
             "deposit_reference": str(body["deposit_reference"]),
             "mt5_login": int(body["mt5_login"]),
             "amount_minor": int(body["amount_minor"]),
