@@ -44,9 +44,9 @@ CREATE TABLE withdrawals (
   idempotency_key        text        NOT NULL,
   request_digest         text        NOT NULL,  -- the caller's request (idempotency)
   command_digest         text        NOT NULL,  -- the exact withdrawal an approval is bound to
-  -- held -> prepared -> approved -> debiting -> paid_out -> paid | returning -> returned;
+  -- held -> prepared -> approved (its MT5 debit row exists) -> paid_out -> paid | returning -> returned;
   -- rejected (an operator), refused (MT5 refused the debit)
-  status                 text        NOT NULL CHECK (status IN ('held', 'prepared', 'approved', 'debiting',
+  status                 text        NOT NULL CHECK (status IN ('held', 'prepared', 'approved',
                            'paid_out', 'paid', 'returning', 'returned', 'rejected', 'refused')),
   approval_required      boolean     NOT NULL,
   margin_free_at_request numeric     NOT NULL,
@@ -64,7 +64,7 @@ CREATE TABLE withdrawals (
   -- maker-checker in the database too: whoever prepared it never approves it
   CHECK (approved_by IS NULL OR approved_by <> 'auto' OR NOT approval_required),
   CHECK (approved_by IS NULL OR prepared_by IS NULL OR approved_by <> prepared_by),
-  CHECK (status NOT IN ('approved', 'debiting', 'paid_out', 'paid', 'returning', 'returned')
+  CHECK (status NOT IN ('approved', 'paid_out', 'paid', 'returning', 'returned')
          OR approved_by IS NOT NULL)
 );
 -- The held amounts of a login (requested, not yet debited, not rejected or refused).

@@ -23,8 +23,8 @@ from backbone.mt5 import AccountMissing, NoAnswer, TradeState, TradeStateResult
 from backbone.outbox.writer import OutboxWriter
 
 from mt5_credit.adapters.postgres_store import WITHDRAWAL_COLUMNS, PgCreditStore, withdrawal_of
-from mt5_credit.domain.intake import Account, NewRow
-from mt5_credit.domain.model import CreditKind, DebitReason
+from mt5_credit.domain.intake import Account
+from mt5_credit.domain.model import CreditKind
 from mt5_credit.domain.withdrawals import (
     AUTO_APPROVER,
     HOLDING,
@@ -41,6 +41,7 @@ from mt5_credit.domain.withdrawals import (
     decide_approve,
     decide_prepare,
     decide_reject,
+    mt5_row,
     request_digest,
 )
 
@@ -59,10 +60,6 @@ class DeskConfig:
 class Accepted:
     view: dict[str, Any]
     replayed: bool
-
-
-def debit_source_key(withdrawal_id: str) -> str:
-    return f"withdrawal:{withdrawal_id}"
 
 
 class PgWithdrawalDesk:
@@ -235,20 +232,7 @@ class PgWithdrawalDesk:
         w = self._store.load_withdrawal(wid)
         assert w is not None
         debit_id = self._store.insert_row(
-            NewRow(
-                kind=CreditKind.DEBIT,
-                source_key=debit_source_key(wid),
-                deposit_reference=w.deposit_reference,
-                mt5_login=w.mt5_login,
-                customer_id=w.customer_id,
-                amount_minor=w.amount_minor,
-                currency=w.currency,
-                payment_amount_minor=w.amount_minor,
-                payment_currency=w.currency,
-                fx=None,
-                debit_reason=DebitReason.WITHDRAWAL,
-                withdrawal_id=wid,
-            ),
+            mt5_row(w, CreditKind.DEBIT),
             payment_id=wid,
             provider=w.provider,
             provider_payment_id=None,

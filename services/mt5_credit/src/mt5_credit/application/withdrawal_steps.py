@@ -18,18 +18,14 @@ from typing import Any, Final
 from backbone.logs import get_logger
 
 from mt5_credit.application.ports import CreditStore
-from mt5_credit.domain.intake import NewRow
-from mt5_credit.domain.model import CreditKind, CreditReason, CreditRow
+from mt5_credit.domain.model import CreditKind, CreditRow
 from mt5_credit.domain.withdrawals import WithdrawalStatus as S
+from mt5_credit.domain.withdrawals import mt5_row
 
 log = get_logger("mt5_credit.withdrawals")
 
 PAYOUT_EVENTS: Final = frozenset({"PayoutPaid", "PayoutFailed", "PayoutReturned"})
-_DEBITING: Final = frozenset({S.APPROVED, S.DEBITING})
-
-
-def return_source_key(withdrawal_id: str) -> str:
-    return f"withdrawal-return:{withdrawal_id}"
+_APPROVED: Final = frozenset({S.APPROVED})
 
 
 def row_done(store: CreditStore, row: CreditRow, ticket: int) -> None:
@@ -40,7 +36,7 @@ def row_done(store: CreditStore, row: CreditRow, ticket: int) -> None:
     if row.kind is CreditKind.DEBIT:
         withdrawal = store.load_withdrawal(wid)
         if withdrawal is not None and store.move_withdrawal(
-            wid, _DEBITING, S.PAID_OUT, f"MT5 debited, deal {ticket}"
+            wid, _APPROVED, S.PAID_OUT, f"MT5 debited, deal {ticket}"
         ):
             store.publish_payout(withdrawal, row)
             log.info("withdrawal_debited", withdrawal_id=wid, debit_id=row.id, ticket=ticket)
@@ -55,7 +51,7 @@ def row_failed(store: CreditStore, row: CreditRow, reason: str) -> None:
     if row.withdrawal_id is None:
         return
     if row.kind is CreditKind.DEBIT:
-        store.move_withdrawal(row.withdrawal_id, _DEBITING, S.REFUSED, f"MT5 refused the debit: {reason}")
+        store.move_withdrawal(row.withdrawal_id, _APPROVED, S.REFUSED, f"MT5 refused the debit: {reason}")
         log.warning("withdrawal_refused", withdrawal_id=row.withdrawal_id, reason=reason)
     else:
         log.error(
@@ -82,20 +78,7 @@ def payout_fact(store: CreditStore, event_type: str, withdrawal_id: str, body: d
         store.open_case(f"withdrawal:{withdrawal_id}", "conflict", f"{reason}, for another amount than ours")
         return  # never give back an amount the books did not take
     credit_id = store.insert_row(
-        NewRow(
-            kind=CreditKind.CREDIT,
-            source_key=return_source_key(withdrawal_id),
-            deposit_reference=withdrawal.deposit_reference,
-            mt5_login=withdrawal.mt5_login,
-            customer_id=withdrawal.customer_id,
-            amount_minor=withdrawal.amount_minor,
-            currency=withdrawal.currency,
-            payment_amount_minor=withdrawal.amount_minor,
-            payment_currency=withdrawal.currency,
-            fx=None,
-            credit_reason=CreditReason.WITHDRAWAL_RETURN,
-            withdrawal_id=withdrawal_id,
-        ),
+        mt5_row(withdrawal, CreditKind.CREDIT),
         payment_id=withdrawal_id,
         provider=withdrawal.provider,
         provider_payment_id=None,

@@ -20,7 +20,8 @@ from typing import Final
 
 from backbone.mt5.amounts import amount_decimal
 
-from mt5_credit.domain.intake import Account
+from mt5_credit.domain.intake import Account, NewRow
+from mt5_credit.domain.model import CreditKind, CreditReason, DebitReason
 
 AUTO_APPROVER: Final = "auto"  # approved_by of a withdrawal at or below the approval threshold
 
@@ -28,8 +29,7 @@ AUTO_APPROVER: Final = "auto"  # approved_by of a withdrawal at or below the app
 class WithdrawalStatus(StrEnum):
     HELD = "held"  # requested, checked; the amount is held; waits for an operator to prepare it
     PREPARED = "prepared"  # an operator bound the exact withdrawal; waits for a second operator
-    APPROVED = "approved"  # approved; its MT5 debit row exists
-    DEBITING = "debiting"  # (kept for readers: approved and being debited are one step here)
+    APPROVED = "approved"  # approved; its MT5 debit row exists (claimed, called, resolved as any row)
     PAID_OUT = "paid_out"  # MT5 debited; the payout was asked of payment-state
     PAID = "paid"  # the PSP paid it out
     RETURNING = "returning"  # the payout failed or came back; the give-back credit is on its way
@@ -197,6 +197,27 @@ def decide_approve(w: Withdrawal, operator: str, digest: str) -> Refusal | None:
     if digest != w.command_digest:
         return Refusal(409, "digest_mismatch", "the approval names another withdrawal than this one")
     return None
+
+
+def mt5_row(w: Withdrawal, kind: CreditKind) -> NewRow:
+    """The withdrawal's MT5 row: its debit (business key ``withdrawal:<id>``, comment ``wdr:``) or
+    its give-back credit (``withdrawal-return:<id>``, comment ``wbk:``); the account's currency, no FX."""
+    debit = kind is CreditKind.DEBIT
+    return NewRow(
+        kind=kind,
+        source_key=f"{'withdrawal' if debit else 'withdrawal-return'}:{w.withdrawal_id}",
+        deposit_reference=w.deposit_reference,
+        mt5_login=w.mt5_login,
+        customer_id=w.customer_id,
+        amount_minor=w.amount_minor,
+        currency=w.currency,
+        payment_amount_minor=w.amount_minor,
+        payment_currency=w.currency,
+        fx=None,
+        debit_reason=DebitReason.WITHDRAWAL if debit else None,
+        credit_reason=CreditReason.DEPOSIT if debit else CreditReason.WITHDRAWAL_RETURN,
+        withdrawal_id=w.withdrawal_id,
+    )
 
 
 def decide_reject(w: Withdrawal) -> Refusal | None:
