@@ -4,6 +4,10 @@ A service declares a frozen dataclass whose fields carry ``setting(...)`` metada
 default, whether it is a secret). ``load_settings`` reads every field, converts by the field's type,
 and raises one ``SettingsError`` that names every missing or malformed variable at once. Secrets
 are wrapped in ``Secret`` so that they never appear in a repr, a log line or an error message.
+
+Every setting ``NAME`` may instead be given as a file, ``NAME_FILE=/path`` (the convention of Docker
+secrets and Kubernetes secret volumes): the file's content, less one trailing newline, is the value.
+Setting both is refused; an unreadable file is refused naming the variable, never quoting content.
 """
 
 from __future__ import annotations
@@ -74,7 +78,10 @@ def load_settings(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
         name = field.metadata.get("env")
         if name is None:
             continue
-        raw = env.get(name)
+        raw, problem = _raw_value(env, name)
+        if problem:
+            problems.append(problem)
+            continue
         if raw is None or raw == "":
             if field.default is _MISSING:
                 problems.append(f"{name} is required but not set")
@@ -93,6 +100,20 @@ def load_settings(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
     if problems:
         raise SettingsError(problems)
     return cls(**values)
+
+
+def _raw_value(env: Mapping[str, str], name: str) -> tuple[str | None, str]:
+    """(value, problem) of setting ``name``: from ``name`` itself or from the file ``name``_FILE names."""
+    path = env.get(name + "_FILE")
+    if not path:
+        return env.get(name), ""
+    if env.get(name):
+        return None, f"{name} and {name}_FILE are both set: set one"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"{name}_FILE={path!r} cannot be read: {type(exc).__name__}"
+    return text.removesuffix("\n").removesuffix("\r"), ""
 
 
 def load_settings_or_exit(cls: type[T], environ: Mapping[str, str] | None = None) -> T:

@@ -255,3 +255,36 @@ def test_a_field_check_refuses_a_bad_value_naming_the_variable() -> None:
     with pytest.raises(SettingsError) as refused:
         load_settings(Checked, {"LANES": "3"})
     assert "LANES='3' is invalid: must be a positive even number" in str(refused.value)
+
+
+# --- values from files (NAME_FILE: Docker secrets, Kubernetes secret volumes) ---------------------
+
+
+def test_a_setting_is_read_from_the_file_its_name_file_variable_names(tmp_path: Path) -> None:
+    """``T_PASSWORD_FILE`` gives the secret from a mounted file, less its trailing newline; any setting
+    (not only secrets) may come from a file the same way."""
+    (tmp_path / "pw").write_text("from-a-file\n")
+    (tmp_path / "port").write_text("9090")
+    env = {k: v for k, v in ENV.items() if k not in ("T_PASSWORD", "T_PORT")}
+    env |= {"T_PASSWORD_FILE": str(tmp_path / "pw"), "T_PORT_FILE": str(tmp_path / "port")}
+    loaded = load_settings(_Settings, env)
+    assert loaded.password.reveal() == "from-a-file"
+    assert loaded.port == 9090
+
+
+def test_a_value_and_its_file_both_set_is_refused() -> None:
+    """Two sources for one setting are ambiguous: refused, naming both variables."""
+    problems = _problems({**ENV, "T_PASSWORD_FILE": "/run/secrets/pw"})
+    assert problems.problems == ["T_PASSWORD and T_PASSWORD_FILE are both set: set one"]
+
+
+def test_an_unreadable_file_is_refused_without_quoting_anything_from_it(tmp_path: Path) -> None:
+    """A missing or undecodable secret file is a start-up error naming the variable; the bytes of a file
+    that exists but is not text never appear in the error."""
+    (tmp_path / "binary").write_bytes(b"\xff\xfe-s3cr3t")
+    env = {k: v for k, v in ENV.items() if k != "T_PASSWORD"}
+    missing = _problems({**env, "T_PASSWORD_FILE": str(tmp_path / "absent")})
+    assert missing.problems == [f"T_PASSWORD_FILE={str(tmp_path / 'absent')!r} cannot be read: FileNotFoundError"]
+    garbled = _problems({**env, "T_PASSWORD_FILE": str(tmp_path / "binary")})
+    assert "s3cr3t" not in str(garbled)
+    assert "UnicodeDecodeError" in str(garbled)
