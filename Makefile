@@ -8,17 +8,22 @@ PY       := $(VENV)/bin/python
 STAMP    := $(VENV)/.installed
 PG       := deploy/postgres/pg.sh
 KAFKA    := deploy/kafka/kafka.sh
-SIMS     := deploy/sims/sims.sh
+PRODUCT  := $(PY) deploy/local/product.py
 export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:9092
 PYTEST_ARGS ?=
 
-.PHONY: help install up down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
+.PHONY: help install up run smoke verify-run down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
 	bench-webhooks bench-ledger bench-recon bench-sims demo demo-backbone schemas-lock clean
 
 help:
 	@echo "make install         virtualenv + pinned Python packages (PyPI only)"
 	@echo "make up / down       start / stop local Kafka (127.0.0.1:9092), PostgreSQL (127.0.0.1:55432)"
-	@echo "                     and the MT5 (17001/17002) and PSP (17101/17102) simulators"
+	@echo "                     and the MT5 (17001/17002) and PSP (17101/17102) simulators (supervisord)"
+	@echo "make run             make up, then the whole product as supervised long-running processes"
+	@echo "                     (production-shaped settings; PRODUCT_SCALE=ledger-consume=3,...)"
+	@echo "make status          every process: supervisor state, /healthz, /readyz; PostgreSQL, Kafka"
+	@echo "make smoke           one card deposit through the running product (after make run)"
+	@echo "make verify-run      run, deposit, SIGKILL every service (restarted), down, up: state kept"
 	@echo "make test            install, up, then the whole test suite against the real stack"
 	@echo "make test-unit       unit tests only (no Kafka/PostgreSQL)"
 	@echo "make lint            ruff + mypy --strict on libs/ and services/"
@@ -44,17 +49,26 @@ up: install
 	bash $(PG) start
 	bash $(KAFKA) start
 	$(PY) -m backbone.kafka.topics --bootstrap $(KAFKA_BOOTSTRAP_SERVERS)
-	bash $(SIMS) start
+	$(PRODUCT) up sims
+
+run: up
+	$(PRODUCT) up product
+
+smoke: install
+	$(PRODUCT) smoke
+
+verify-run: up
+	$(PRODUCT) verify
 
 down:
-	-bash $(SIMS) stop
+	-$(PRODUCT) down
 	-bash $(KAFKA) stop
 	-bash $(PG) stop
 
 status:
 	-bash $(PG) status
 	-bash $(KAFKA) status
-	-bash $(SIMS) status
+	-$(PRODUCT) status
 
 topics: install
 	$(PY) -m backbone.kafka.topics --bootstrap $(KAFKA_BOOTSTRAP_SERVERS)

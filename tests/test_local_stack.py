@@ -4,6 +4,7 @@ reachable only by its own role, and the broker carries every topic of the catalo
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -69,9 +70,10 @@ def test_broker_carries_every_catalogue_topic_with_its_settings(stack: Stack) ->
 
 
 def test_make_up_runs_both_simulators_with_the_documented_settings(stack: Stack) -> None:
-    """`deploy/sims/sims.sh start` (what `make up` runs) leaves the MT5 and PSP simulators answering
-    on their documented ports with the dev settings of deploy/dev.env: the MT5 manager can log in
-    and the PSP accepts the dev API key, so an outside harness can drive them."""
+    """`deploy/local/product.py up sims` (what `make up` runs: the simulators under supervisord) leaves
+    the MT5 and PSP simulators answering on their documented ports with the dev settings of
+    deploy/dev.env: the MT5 manager can log in and the PSP accepts the dev API key, so an outside
+    harness can drive them."""
     import json  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
@@ -80,7 +82,11 @@ def test_make_up_runs_both_simulators_with_the_documented_settings(stack: Stack)
 
     if stack.source != "local" and "55432" not in stack.pg_admin_url:
         pytest.skip("the simulators run on the local stack")
-    subprocess.run(["bash", str(REPO_ROOT / "deploy/sims/sims.sh"), "start"], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(REPO_ROOT / "deploy/local/product.py"), "up", "sims"],
+        check=True,
+        capture_output=True,
+    )
     env = dict(
         line.split("=", 1)
         for line in (REPO_ROOT / "deploy/dev.env").read_text().splitlines()

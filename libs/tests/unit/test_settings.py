@@ -284,7 +284,9 @@ def test_an_unreadable_file_is_refused_without_quoting_anything_from_it(tmp_path
     (tmp_path / "binary").write_bytes(b"\xff\xfe-s3cr3t")
     env = {k: v for k, v in ENV.items() if k != "T_PASSWORD"}
     missing = _problems({**env, "T_PASSWORD_FILE": str(tmp_path / "absent")})
-    assert missing.problems == [f"T_PASSWORD_FILE={str(tmp_path / 'absent')!r} cannot be read: FileNotFoundError"]
+    assert missing.problems == [
+        f"T_PASSWORD_FILE={str(tmp_path / 'absent')!r} cannot be read: FileNotFoundError"
+    ]
     garbled = _problems({**env, "T_PASSWORD_FILE": str(tmp_path / "binary")})
     assert "s3cr3t" not in str(garbled)
     assert "UnicodeDecodeError" in str(garbled)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 import faust
@@ -87,6 +88,8 @@ class Monitor:
         self._sources = (settings.payments_topic, settings.mt5_topic, settings.ledger_topic)
         self._sending: set[str] = set()  # event ids being published (agent and timer share the loop)
         replication = catalogue.get(topic_name("payments.events")).replication_factor
+        datadir = Path(settings.data_dir or f"{settings.app_id}-data")  # faust's own default when empty
+        datadir.parent.mkdir(parents=True, exist_ok=True)  # faust makes the directory, not its parents
         self.app = faust.App(
             settings.app_id,
             broker=[f"kafka://{host.strip()}" for host in settings.kafka_bootstrap_servers.split(",")],
@@ -99,7 +102,7 @@ class Monitor:
             consumer_auto_offset_reset="earliest",
             processing_guarantee="at_least_once",
             producer_acks=-1,
-            datadir=settings.data_dir or f"{settings.app_id}-data",  # faust's own default when empty
+            datadir=str(datadir),
         )
         self._source = self.app.topic(
             *self._sources,
