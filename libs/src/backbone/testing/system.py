@@ -118,9 +118,14 @@ class System:
     liveness_timeout_ms: int = 60_000  # HEALTH_LIVENESS_TIMEOUT_MS of every process
     health_ports: dict[str, int] = field(default_factory=dict)  # process -> HEALTH_PORT (no HTTP API)
     envs: dict[str, dict[str, str]] = field(default_factory=dict)  # process -> its own settings
+    partitions: int = 3  # of every topic of the namespace (the catalogue's own count is 12)
+    # process type -> instances, for the types that scale out (consumers, workers, relays): instance
+    # k of type "ledger-consume" is the process "ledger-consume.k", with its own health port and slot id
+    replicas: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)  # type -> (args, env)
 
     def start(self) -> System:
-        self._namespace = topic_namespace(self.stack.kafka_bootstrap)
+        self._namespace = topic_namespace(self.stack.kafka_bootstrap, self.partitions)
         self.prefix = self._namespace.__enter__()
         try:
             self._start_all()
@@ -156,6 +161,28 @@ class System:
         return url
 
     def _run(self, name: str, args: list[str], env: dict[str, str]) -> Proc:
+        """Start process type ``name``: one process, or ``replicas[name]`` instances ``name.k``."""
+        count = self.replicas.get(name, 1)
+        if count == 1:
+            return self._start(name, args, env)
+        if name in HTTP_PROCESSES:
+            raise ValueError(f"{name} serves a fixed HTTP port: one instance")
+        self.kinds[name] = (args, env)
+        started = [self._start(f"{name}.{k}", args, env) for k in range(count)]
+        return started[0]
+
+    def instances(self, kind: str) -> list[str]:
+        """The processes of type ``kind`` started so far (alive or not)."""
+        return [n for n in self.procs if n == kind or n.rsplit(".", 1)[0] == kind]
+
+    def add_instance(self, kind: str) -> str:
+        """Start one more instance of a scaled-out process type; returns its name."""
+        args, env = self.kinds[kind]
+        name = f"{kind}.{len(self.instances(kind))}"
+        self._start(name, args, env)
+        return name
+
+    def _start(self, name: str, args: list[str], env: dict[str, str]) -> Proc:
         """Start process ``name``; one without an HTTP API of its own serves health on a port
         (``health_ports``); a consumer gets a stable slot id (static membership), as a supervisor
         would give it."""
@@ -177,7 +204,7 @@ class System:
         old.kill()
         given = old.popen.args
         assert isinstance(given, list)  # Proc starts every process from a list: [python, *args]
-        return self._run(name, [str(a) for a in given[1:]], {**self.envs[name], **env})
+        return self._start(name, [str(a) for a in given[1:]], {**self.envs[name], **env})
 
     def health(self, name: str) -> tuple[int, dict[str, Any]]:
         """``/healthz`` of process ``name`` (its HTTP API's, or its health port's)."""
@@ -359,7 +386,7 @@ class System:
                 "RECON_MONITOR_CREDIT_AFTER_S": str(self.monitor_after_s),
                 "RECON_MONITOR_JOURNAL_AFTER_S": str(self.monitor_after_s),
                 "RECON_MONITOR_CHECK_INTERVAL_MS": "250",
-                "RECON_MONITOR_PARTITIONS": "3",  # the namespace's topics (backbone.testing.kafka)
+                "RECON_MONITOR_PARTITIONS": str(self.partitions),  # the namespace's topics
                 "RECON_MONITOR_METRICS_PORT": str(free_port()),
             }
             self._run("reconciler-monitor", ["-m", "reconciler", "monitor"], monitor_env)
