@@ -102,7 +102,7 @@ def test_scaling_a_fixed_port_type_or_an_unknown_one_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scale: str
 ) -> None:
     """An API or a simulator binds one fixed port, so it cannot run twice here. An unknown type or a
-    count below one is a mistake. Each is refused before anything is written."""
+    count below one is a mistake. Each is refused before the configuration is written."""
     import typer  # noqa: PLC0415
 
     with pytest.raises(typer.BadParameter):
