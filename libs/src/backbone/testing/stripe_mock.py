@@ -68,7 +68,7 @@ def running(log_path: Path) -> Iterator[StripeMock]:
     path = binary()
     port = free_port()
     with log_path.open("ab") as log:
-        proc = subprocess.Popen(  # noqa: S603 - our own binary, fixed arguments
+        proc = subprocess.Popen(
             [str(path), "-http-addr", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT
         )
         try:
