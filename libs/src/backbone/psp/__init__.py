@@ -19,11 +19,16 @@ Payouts (money out to a payment method token, ``reference`` = our withdrawal id)
         case Refused(): ...                  # definite: nothing was created
         case NoAnswer(): ...                 # find_payout_by_reference before anything else
 
+Two providers behind one Protocol (``provider.PspProvider``): ``PspClient`` (``simpsp``, the
+simulator) and ``stripe_client.StripeClient`` (``stripe``, the official SDK; imported from its module
+so that only the processes that talk to Stripe load the SDK).
+
 Contracts: ``results`` (what each HTTP answer maps to), ``signature`` (the header), ``model`` (the
 typed objects and event types). The simulator's README documents the wire format.
 """
 
 from backbone.psp.client import PspClient, PspClientSettings
+from backbone.psp.provider import PspProvider
 from backbone.psp.events import Malformed, parse_event
 from backbone.psp.model import (
     EVENT_TYPES,
@@ -92,6 +97,7 @@ __all__ = [
     "PspClient",
     "PspClientSettings",
     "PspParseError",
+    "PspProvider",
     "Refund",
     "RefundLookup",
     "RefundStatus",

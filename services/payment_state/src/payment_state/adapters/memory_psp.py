@@ -92,7 +92,9 @@ class MemoryPsp:
             intent = self.intents.get(intent_id) if intent_id else None
             return Absent() if intent is None else Found(intent)
 
-    def find_refund(self, operation_id: str, provider_refund_id: str | None) -> Lookup:
+    def find_refund(
+        self, operation_id: str, provider_refund_id: str | None, provider_payment_id: str | None = None
+    ) -> Lookup:
         with self._lock:
             if self.unavailable:
                 return NoAnswer("unavailable")
