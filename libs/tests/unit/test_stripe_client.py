@@ -150,12 +150,27 @@ def test_card_decline_is_declined_with_the_intent(server: tuple[Script, str]) ->
     failed = intent(
         status="requires_payment_method",
         amount_capturable=0,
-        last_payment_error={"type": "card_error", "code": "card_declined", "decline_code": "insufficient_funds",
-                            "message": "Your card has insufficient funds."},
-    )  # fmt: skip
-    script.answers = [(402, {"error": {"type": "card_error", "code": "card_declined",
-                                       "decline_code": "insufficient_funds",
-                                       "message": "Your card has insufficient funds.", "payment_intent": failed}})]  # fmt: skip
+        last_payment_error={
+            "type": "card_error",
+            "code": "card_declined",
+            "decline_code": "insufficient_funds",
+            "message": "Your card has insufficient funds.",
+        },
+    )
+    script.answers = [
+        (
+            402,
+            {
+                "error": {
+                    "type": "card_error",
+                    "code": "card_declined",
+                    "decline_code": "insufficient_funds",
+                    "message": "Your card has insufficient funds.",
+                    "payment_intent": failed,
+                }
+            },
+        )
+    ]
     result = authorize(client(url))
     assert isinstance(result, Declined) and result.decline_code == "insufficient_funds"
     assert result.intent.last_payment_error is not None
@@ -172,7 +187,9 @@ def test_idempotency_error_is_refused_as_key_reused(server: tuple[Script, str]) 
     """Stripe's 400 idempotency_error (the key was used with other parameters) maps to simpsp's
     ``idempotency_key_reused``: the earlier request stands (payment-state looks it up)."""
     script, url = server
-    script.answers = [(400, {"error": {"type": "idempotency_error", "message": "Keys for idempotent requests"}})]
+    script.answers = [
+        (400, {"error": {"type": "idempotency_error", "message": "Keys for idempotent requests"}})
+    ]
     result = authorize(client(url))
     assert isinstance(result, Refused) and result.code == "idempotency_key_reused"
 
@@ -181,7 +198,10 @@ def test_idempotency_error_is_refused_as_key_reused(server: tuple[Script, str]) 
     ("status", "error"),
     [
         (400, {"type": "invalid_request_error", "code": "amount_too_large", "message": "too large"}),
-        (400, {"type": "invalid_request_error", "code": "payment_intent_unexpected_state", "message": "state"}),
+        (
+            400,
+            {"type": "invalid_request_error", "code": "payment_intent_unexpected_state", "message": "state"},
+        ),
         (401, {"type": "invalid_request_error", "message": "Invalid API Key provided"}),
         (403, {"type": "invalid_request_error", "code": "secret_key_required", "message": "no"}),
     ],
@@ -219,9 +239,17 @@ def test_search_by_reference_found_conflict_and_the_query(server: tuple[Script, 
     script, url = server
     second = intent(id="pi_other")
     script.answers = [
-        (200, {"object": "search_result", "data": [intent()], "has_more": False, "url": "/v1/payment_intents/search"}),
+        (
+            200,
+            {
+                "object": "search_result",
+                "data": [intent()],
+                "has_more": False,
+                "url": "/v1/payment_intents/search",
+            },
+        ),
         (200, {"object": "search_result", "data": [intent(), second], "has_more": False, "url": "/x"}),
-    ]  # fmt: skip
+    ]
     c = client(url)
     assert isinstance(c.find_intent_by_reference("pay_1"), Found)
     conflict = c.find_intent_by_reference("pay_1")
@@ -237,12 +265,27 @@ def test_refunds_are_found_by_listing_the_intents_refunds_page_by_page(server: t
     script, url = server
 
     def refund(rid: str, ref: str) -> dict[str, Any]:
-        return {"id": rid, "object": "refund", "amount": 500, "currency": "eur", "status": "succeeded",
-                "payment_intent": "pi_1", "created": 1, "metadata": {"reference": ref}, "reason": None}  # fmt: skip
+        return {
+            "id": rid,
+            "object": "refund",
+            "amount": 500,
+            "currency": "eur",
+            "status": "succeeded",
+            "payment_intent": "pi_1",
+            "created": 1,
+            "metadata": {"reference": ref},
+            "reason": None,
+        }
 
     script.answers = [
-        (200, {"object": "list", "data": [refund("re_a", "op_other")], "has_more": True, "url": "/v1/refunds"}),
-        (200, {"object": "list", "data": [refund("re_b", "op_ref")], "has_more": False, "url": "/v1/refunds"}),
+        (
+            200,
+            {"object": "list", "data": [refund("re_a", "op_other")], "has_more": True, "url": "/v1/refunds"},
+        ),
+        (
+            200,
+            {"object": "list", "data": [refund("re_b", "op_ref")], "has_more": False, "url": "/v1/refunds"},
+        ),
     ]
     c = client(url)
     found = c.find_refund_by_reference("op_ref", intent_id="pi_1")

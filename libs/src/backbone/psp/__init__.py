@@ -28,7 +28,6 @@ typed objects and event types). The simulator's README documents the wire format
 """
 
 from backbone.psp.client import PspClient, PspClientSettings
-from backbone.psp.provider import PspProvider
 from backbone.psp.events import Malformed, parse_event
 from backbone.psp.model import (
     EVENT_TYPES,
@@ -49,6 +48,7 @@ from backbone.psp.model import (
     parse_payout,
     parse_refund,
 )
+from backbone.psp.provider import PspProvider
 from backbone.psp.results import (
     Absent,
     Applied,

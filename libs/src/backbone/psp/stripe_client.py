@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, cast
 
 import stripe
@@ -76,7 +74,8 @@ from backbone.psp.stripe_objects import (
     parse_stripe_payout,
     parse_stripe_refund,
 )
-from backbone.settings import Secret, setting
+from backbone.psp.stripe_settings import StripeClientSettings
+from backbone.settings import Secret
 
 PROVIDER: Final = "stripe"
 OPERATION_ID_LENGTH_MAX: Final = 255  # Stripe's limit on an Idempotency-Key
@@ -87,24 +86,6 @@ SEARCH_LIMIT: Final = 10  # more than one match is already a Conflict
 T = TypeVar("T")
 _CancelReason = Literal["abandoned", "duplicate", "fraudulent", "requested_by_customer"]
 _RefundReason = Literal["duplicate", "fraudulent", "requested_by_customer"]
-
-
-@dataclass(frozen=True)
-class StripeClientSettings:
-    api_key: Secret | None = setting(
-        "STRIPE_API_KEY", None, secret=True, doc="secret key (sk_test_… / sk_live_… / rk_…); or _FILE"
-    )
-    api_key_file: str = setting("STRIPE_API_KEY_FILE", "", doc="a file holding the key (mounted secret)")
-    api_base: str = setting("STRIPE_API_BASE", "https://api.stripe.com", doc="stripe-mock in tests")
-    timeout_ms: int = setting("STRIPE_TIMEOUT_MS", 10_000, doc="read timeout of one call")
-    connect_timeout_ms: int = setting("STRIPE_CONNECT_TIMEOUT_MS", 2_000)
-
-    def key(self) -> Secret:
-        """The key from ``STRIPE_API_KEY``, else from the file ``STRIPE_API_KEY_FILE``."""
-        if self.api_key is not None:
-            return self.api_key
-        invariant(bool(self.api_key_file), "STRIPE_API_KEY or STRIPE_API_KEY_FILE is required")
-        return Secret(Path(self.api_key_file).read_text(encoding="utf-8").strip())
 
 
 def _check_operation_id(operation_id: str) -> None:
@@ -187,6 +168,9 @@ def _decline(exc: stripe.CardError) -> Declined | NoAnswer:
         _message(exc),
         intent,
     )
+
+
+__all__ = ["StripeClient", "StripeClientSettings", "classify", "classify_read"]
 
 
 class StripeClient:
