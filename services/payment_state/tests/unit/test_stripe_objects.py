@@ -20,7 +20,7 @@ from payment_state.adapters.stripe_objects import parse_stripe_webhook
 from payment_state.application.context import Context
 from payment_state.application.executor import ExecutorConfig, OperationExecutor
 from payment_state.application.handlers import handle
-from payment_state.application.ports import Ignored
+from payment_state.application.ports import Ignored, Lookup
 from payment_state.application.provider_facts import apply_provider_fact
 from payment_state.application.providers import Psps
 from payment_state.domain.commands import CreatePaymentRequest
@@ -406,3 +406,82 @@ def test_a_stripe_event_never_moves_a_payment_of_another_provider() -> None:
     assert _webhook(store, ctx, raw, "evt_x") == "unmatched"
     state = store.load_state(payment_id)
     assert state is not None and state.payment.status == PaymentStatus.AUTHORIZED
+
+
+# -- a lost answer, the Stripe way: replay the create first, then look it up -----------------------
+
+
+class CountingStripe(MemoryPsp):
+    """The in-memory PSP as provider stripe (replays lost creates), counting lookups."""
+
+    lookups: int = 0
+
+    def find_payment(self, payment_id: str, provider_payment_id: str | None) -> Lookup:
+        self.lookups += 1
+        return super().find_payment(payment_id, provider_payment_id)
+
+
+def _stripe_world(psp: CountingStripe) -> tuple[InMemoryPaymentStore, Context, OperationExecutor]:
+    store = InMemoryPaymentStore()
+    ctx = Context("stripe", now_ms=store.now_ms)
+    config = ExecutorConfig(worker_id="w1", batch_size_max=50, lease_ms=30_000, concurrency=1, policy=FAST)
+    return store, ctx, OperationExecutor(store.transaction, psp, ctx, config)
+
+
+def test_a_lost_create_is_replayed_with_the_same_key_before_any_lookup() -> None:
+    """Stripe applied our authorize but the answer was lost: the next step sends the SAME request
+    (same operation id) again, and the provider's stored answer resolves it; no search was needed
+    and the money moved once."""
+    psp = CountingStripe(provider_name="stripe", replays_lost_creates=True, fail_next=["lost_response"])
+    store, ctx, executor = _stripe_world(psp)
+    payment_id = _create(store, ctx, "m1")
+    executor.run_once()
+    store.advance(FAST.backoff_initial_ms)
+    executor.run_once()
+    state = store.load_state(payment_id)
+    assert state is not None and state.payment.status == PaymentStatus.AUTHORIZED
+    assert [c.operation_id for c in psp.calls] == [state.operations[0].operation_id] * 2
+    assert psp.lookups == 0 and len(psp.intents) == 1
+
+
+def test_the_replay_happens_once_then_lookups_by_reference() -> None:
+    """When the replay's answer is lost too, the executor looks the payment up by our reference
+    (Stripe's search) instead of replaying again and again."""
+    psp = CountingStripe(
+        provider_name="stripe", replays_lost_creates=True, fail_next=["lost_response", "timeout"]
+    )
+    store, ctx, executor = _stripe_world(psp)
+    payment_id = _create(store, ctx, "m1")
+    for _ in range(3):
+        executor.run_once()
+        store.advance(FAST.backoff_max_ms)
+    state = store.load_state(payment_id)
+    assert state is not None and state.payment.status == PaymentStatus.AUTHORIZED
+    assert len(psp.calls) == 2 and psp.lookups == 1
+
+
+def test_simpsp_looks_up_first() -> None:
+    """A provider that does not replay (simpsp) is looked up first after a lost answer, as before."""
+    psp = CountingStripe(provider_name="stripe", replays_lost_creates=False, fail_next=["lost_response"])
+    store, ctx, executor = _stripe_world(psp)
+    payment_id = _create(store, ctx, "m1")
+    executor.run_once()
+    store.advance(FAST.backoff_initial_ms)
+    executor.run_once()
+    state = store.load_state(payment_id)
+    assert state is not None and state.payment.status == PaymentStatus.AUTHORIZED
+    assert len(psp.calls) == 1 and psp.lookups == 1
+
+
+def test_no_replay_once_the_key_may_be_forgotten() -> None:
+    """Past the idempotency window a replay could create a second payment: it is never sent; the
+    lookup by reference decides."""
+    psp = CountingStripe(provider_name="stripe", replays_lost_creates=True, fail_next=["lost_response"])
+    store, ctx, executor = _stripe_world(psp)
+    payment_id = _create(store, ctx, "m1")
+    executor.run_once()
+    store.advance(FAST.idempotency_window_ms + 1)
+    executor.run_once()
+    state = store.load_state(payment_id)
+    assert state is not None and state.payment.status == PaymentStatus.AUTHORIZED
+    assert len(psp.calls) == 1 and psp.lookups == 1

@@ -51,6 +51,7 @@ DECLINED: Final = "pm_card_declined"
 @dataclass
 class MemoryPsp:
     provider_name: str = "simpsp"
+    replays_lost_creates: bool = False
     unavailable: bool = False
     refunds_pending: bool = False
     fail_next: list[str] = field(default_factory=list)

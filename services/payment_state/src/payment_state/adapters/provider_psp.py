@@ -54,12 +54,17 @@ log = get_logger(__name__)
 class ProviderPsp:
     """payment-state's adapter to one provider; thread-safe (each client keeps its own pool)."""
 
-    def __init__(self, client: PspProvider) -> None:
+    def __init__(self, client: PspProvider, *, replays_lost_creates: bool = False) -> None:
         self._client = client
+        self._replays_lost_creates = replays_lost_creates
 
     @property
     def provider(self) -> str:
         return self._client.provider
+
+    @property
+    def replays_lost_creates(self) -> bool:
+        return self._replays_lost_creates
 
     def close(self) -> None:
         self._client.close()

@@ -15,7 +15,8 @@ class StripePsp(ProviderPsp):
     """payment-state's adapter to Stripe; thread-safe."""
 
     def __init__(self, client: StripeClient) -> None:
-        super().__init__(client)
+        # After a lost create, replay it first (Stripe keeps the key 24 h): ADR 0010.
+        super().__init__(client, replays_lost_creates=True)
 
     @classmethod
     def from_settings(cls, settings: StripeClientSettings) -> StripePsp:

@@ -57,6 +57,7 @@ from payment_state.domain.recovery import (
     after_unknown_call,
     intent_shows_not_done,
     plan,
+    replay_before_lookup,
 )
 from payment_state.domain.recovery import (
     Lookup as LookupStep,
@@ -100,6 +101,15 @@ def build_call(state: PaymentState, op: Operation) -> ProviderCall:
             )
         case _:
             raise AssertionError(f"unexpected operation type {op.operation_type}")
+
+
+def _provider_id_known(state: PaymentState, op: Operation) -> bool:
+    """Whether the provider's id of what ``op`` creates is known (then a retrieve is exact)."""
+    if op.operation_type == OperationType.AUTHORIZE:
+        return state.payment.provider_payment_id is not None
+    if op.operation_type == OperationType.REFUND:
+        return op.provider_reference is not None
+    return True  # capture and cancel act on a payment intent whose id we have
 
 
 class OperationExecutor:
@@ -208,6 +218,16 @@ class OperationExecutor:
     def _lookup(self, state: PaymentState, op: Operation) -> None:
         psp = self._psp(op)
         if psp is None:
+            return
+        if replay_before_lookup(
+            op,
+            provider_id_known=_provider_id_known(state, op),
+            provider_replays=psp.replays_lost_creates,
+            now_ms=self._ctx.now_ms(),
+            policy=self._c.policy,
+        ):
+            log.info("executor.replay_lost_create", operation_id=op.operation_id, provider=op.provider)
+            self._call(state, op)
             return
         with self._transaction() as store:
             if not store.count_lookup(op.operation_id, self._c.worker_id):

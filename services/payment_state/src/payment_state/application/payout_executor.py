@@ -54,6 +54,7 @@ from payment_state.domain.recovery import (
     after_lookup,
     after_unknown_call,
     plan,
+    replay_before_lookup,
 )
 from payment_state.domain.recovery import Lookup as LookupStep
 
@@ -185,6 +186,16 @@ class PayoutExecutor:
     def _lookup(self, state: PayoutState) -> None:
         psp = self._psp(state)
         if psp is None:
+            return
+        if replay_before_lookup(
+            state.operation,
+            provider_id_known=state.payout.provider_payout_id is not None,
+            provider_replays=psp.replays_lost_creates,
+            now_ms=self._ctx.now_ms(),
+            policy=self._c.policy,
+        ):
+            log.info("payout.replay_lost_create", operation_id=state.operation.operation_id)
+            self._call(state)
             return
         withdrawal_id, operation_id = state.payout.withdrawal_id, state.operation.operation_id
         with self._transaction() as store:

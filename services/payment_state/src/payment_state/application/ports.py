@@ -136,6 +136,13 @@ class Psp(Protocol):
     @property
     def provider(self) -> str: ...
 
+    @property
+    def replays_lost_creates(self) -> bool:
+        """True when, after a lost answer to a create, the executor sends the same request again
+        (same key) before looking it up by our reference (``domain.recovery.replay_before_lookup``):
+        Stripe, whose search by metadata lags and whose payouts cannot be searched at all."""
+        ...
+
     def execute(self, call: ProviderCall) -> CallResult: ...
 
     def find_payment(self, payment_id: str, provider_payment_id: str | None) -> Lookup: ...
