@@ -8,6 +8,7 @@ fallback poll; SIGTERM lets the current batch finish (provider calls are bounded
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -139,12 +140,13 @@ def _load_settings() -> tuple[ExecutorSettings, dict[str, object]]:
     """The executor's settings and those of every provider in use (the default one and the
     merchants' own), or exit 2 naming every bad variable of all of them at once."""
     problems: list[str] = []
+    executor_settings: ExecutorSettings | None = None
     try:
         executor_settings = load_settings(ExecutorSettings)
+        in_use = bootstrap.context(executor_settings.provider, executor_settings.merchant_providers).providers
     except SettingsError as exc:
-        print(exc, file=sys.stderr)
-        raise SystemExit(2) from None
-    in_use = bootstrap.context(executor_settings.provider, executor_settings.merchant_providers).providers
+        problems.extend(exc.problems)
+        in_use = _providers_named_in_environment()
     providers: dict[str, object] = {}
     for name in sorted(in_use):
         try:
@@ -154,10 +156,23 @@ def _load_settings() -> tuple[ExecutorSettings, dict[str, object]]:
     stripe = providers.get("stripe")
     if isinstance(stripe, StripeClientSettings) and stripe.api_key is None and not stripe.api_key_file:
         problems.append("STRIPE_API_KEY or STRIPE_API_KEY_FILE is required (provider stripe is in use)")
-    if problems:
+    if problems or executor_settings is None:
         print(SettingsError(problems), file=sys.stderr)
         raise SystemExit(2)
     return executor_settings, providers
+
+
+def _providers_named_in_environment() -> frozenset[str]:
+    """The providers in use as far as a broken configuration tells (so that their variables are
+    named in the same message); the default one when it tells nothing usable."""
+    try:
+        ctx = bootstrap.context(
+            os.environ.get("PAYMENT_STATE_PROVIDER") or "simpsp",
+            os.environ.get("PAYMENT_STATE_MERCHANT_PROVIDERS", ""),
+        )
+    except ValueError:
+        return frozenset({"simpsp"})
+    return frozenset(p for p in ctx.providers if p in PROVIDER_SETTINGS) or frozenset({"simpsp"})
 
 
 def main() -> None:
