@@ -27,6 +27,7 @@ help:
 	@echo "make test            install, up, then the whole test suite against the real stack"
 	@echo "make test-unit       unit tests only (no Kafka/PostgreSQL)"
 	@echo "make lint            ruff + mypy --strict on libs/ and services/"
+	@echo "make stripe-mock     build Stripe's mock server (pinned, cached) for the Stripe contract tests"
 	@echo "make bench-backbone  outbox -> Kafka -> idempotent consumer throughput and latency"
 	@echo "make bench-mt5       credits/s through claim -> MT5 simulator -> done (3 workers)"
 	@echo "make bench-api       payment-state create/status latency under 500 creates/s"
@@ -83,6 +84,11 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy libs/src $(wildcard services/*/src)
+
+stripe-mock:
+	bash deploy/stripe-mock/stripe-mock.sh install
+
+.PHONY: stripe-mock
 
 fmt: install
 	$(VENV)/bin/ruff format .

@@ -19,6 +19,10 @@ Payouts (money out to a payment method token, ``reference`` = our withdrawal id)
         case Refused(): ...                  # definite: nothing was created
         case NoAnswer(): ...                 # find_payout_by_reference before anything else
 
+Two providers behind one Protocol (``provider.PspProvider``): ``PspClient`` (``simpsp``, the
+simulator) and ``stripe_client.StripeClient`` (``stripe``, the official SDK; imported from its module
+so that only the processes that talk to Stripe load the SDK).
+
 Contracts: ``results`` (what each HTTP answer maps to), ``signature`` (the header), ``model`` (the
 typed objects and event types). The simulator's README documents the wire format.
 """
@@ -44,6 +48,7 @@ from backbone.psp.model import (
     parse_payout,
     parse_refund,
 )
+from backbone.psp.provider import PspProvider
 from backbone.psp.results import (
     Absent,
     Applied,
@@ -92,6 +97,7 @@ __all__ = [
     "PspClient",
     "PspClientSettings",
     "PspParseError",
+    "PspProvider",
     "Refund",
     "RefundLookup",
     "RefundStatus",

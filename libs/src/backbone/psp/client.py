@@ -33,6 +33,7 @@ from backbone.psp.transport import Answer, Failure, HttpPool, TransportSettings
 from backbone.settings import Secret, setting
 
 OPERATION_ID_LENGTH_MAX: Final = 255
+PROVIDER: Final = "simpsp"
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class PspClient:
 
     def __repr__(self) -> str:
         return "PspClient(api_key='***')"
+
+    @property
+    def provider(self) -> str:
+        return PROVIDER
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -217,7 +222,9 @@ class PspClient:
     def retrieve_refund(self, refund_id: str) -> RefundLookup:
         return answers.lookup_one(self._get(f"/v1/refunds/{quote(refund_id, safe='')}"), parse_refund)
 
-    def find_refund_by_reference(self, reference: str) -> RefundLookup:
+    def find_refund_by_reference(self, reference: str, *, intent_id: str | None = None) -> RefundLookup:
+        """simpsp filters refunds by our reference itself; ``intent_id`` is not needed here."""
+        del intent_id
         result = self._get("/v1/refunds?" + urlencode({"reference": reference}))
         return answers.lookup_list(result, parse_refund, lambda r: r.reference == reference)
 

@@ -7,8 +7,9 @@ on the in-memory store and PSP (``adapters.memory_store``, ``adapters.memory_psp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Final
 
 from backbone.avro import AvroCodec, SchemaCatalogue
@@ -17,12 +18,15 @@ from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, TopicSpec
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import make_async_pool, make_pool
 from backbone.psp import PspClientSettings
+from backbone.psp.stripe_settings import StripeClientSettings
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from payment_state.adapters.postgres_store import ConnectionSource, PgPaymentStore, PgTransactions
 from payment_state.adapters.simpsp_objects import parse_webhook
+from payment_state.adapters.stripe_objects import parse_stripe_webhook
 from payment_state.application.context import Context
 from payment_state.application.ports import PaymentStore, Psp, WebhookParser
+from payment_state.application.providers import Psps
 from payment_state.settings import (
     DEFAULT_COMMANDS_TOPIC,
     DEFAULT_EVENTS_TOPIC,
@@ -30,10 +34,11 @@ from payment_state.settings import (
     DEFAULT_PROVIDER_EVENTS_TOPIC,
     DEFAULT_REPAIR_OUTCOMES_TOPIC,
     DEFAULT_REPAIRS_TOPIC,
+    parse_merchant_providers,
 )
 
 SERVICE_NAME: Final = "payment_state"
-WEBHOOK_PARSERS: Final[dict[str, WebhookParser]] = {"simpsp": parse_webhook}
+WEBHOOK_PARSERS: Final[dict[str, WebhookParser]] = {"simpsp": parse_webhook, "stripe": parse_stripe_webhook}
 
 
 def topic_catalogue(
@@ -67,8 +72,11 @@ def codec() -> AvroCodec:
     return AvroCodec(SchemaCatalogue.default())
 
 
-def context(provider: str) -> Context:
-    return Context(provider=provider)
+def context(provider: str, merchant_providers: str = "") -> Context:
+    """The default provider and the merchants that use another (``PAYMENT_STATE_MERCHANT_PROVIDERS``)."""
+    return Context(
+        provider=provider, merchant_providers=MappingProxyType(parse_merchant_providers(merchant_providers))
+    )
 
 
 def outbox_writer(catalogue: TopicCatalogue, avro: AvroCodec) -> OutboxWriter:
@@ -115,7 +123,31 @@ def async_pool(url: str, size: int, name: str) -> AsyncConnectionPool:
 
 
 def psp(settings: PspClientSettings) -> Psp:
-    """The real provider adapter (the simulator's Stripe-like API through ``backbone.psp``)."""
+    """The simpsp adapter (the simulator's Stripe-like API through ``backbone.psp``)."""
     from payment_state.adapters.simpsp import SimPsp  # noqa: PLC0415 - only the executor needs it
 
     return SimPsp.from_settings(settings)
+
+
+def stripe_psp(settings: StripeClientSettings) -> Psp:
+    """The Stripe adapter (``backbone.psp.stripe_client``, the official SDK)."""
+    from payment_state.adapters.stripe_psp import StripePsp  # noqa: PLC0415 - loads the SDK
+
+    return StripePsp.from_settings(settings)
+
+
+def psps(providers: frozenset[str], settings: Mapping[str, object]) -> Psps:
+    """One adapter per provider in use, from its own settings (``settings[provider]``: a
+    ``PspClientSettings`` for simpsp, a ``StripeClientSettings`` for stripe)."""
+    built: list[Psp] = []
+    for name in sorted(providers):
+        s = settings[name]
+        if name == "simpsp":
+            assert isinstance(s, PspClientSettings)
+            built.append(psp(s))
+        elif name == "stripe":
+            assert isinstance(s, StripeClientSettings)
+            built.append(stripe_psp(s))
+        else:
+            raise AssertionError(f"no adapter for provider {name!r}")
+    return Psps(built)

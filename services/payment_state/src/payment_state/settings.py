@@ -34,6 +34,35 @@ _TOKEN_ENTRY: Final = re.compile(r"^([\x21-\x7e]{16,256})=([A-Za-z0-9_\-]{1,64})
 _KAFKA_TOPIC: Final = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # what Kafka accepts as a topic name
 
 
+PROVIDERS: Final = frozenset({"simpsp", "stripe"})  # the providers payment-state has adapters for
+_MERCHANT_ENTRY: Final = re.compile(r"^([A-Za-z0-9_\-]{1,64})=([a-z0-9_]{1,32})$")
+
+
+def known_provider(name: str) -> None:
+    """A settings check: a provider payment-state has an adapter and a webhook parser for."""
+    if name not in PROVIDERS:
+        raise ValueError(f"expected one of {sorted(PROVIDERS)}")
+
+
+def parse_merchant_providers(text: str) -> dict[str, str]:
+    """``merchant=provider,…`` (``PAYMENT_STATE_MERCHANT_PROVIDERS``) to {merchant: provider}."""
+    mapping: dict[str, str] = {}
+    for index, entry in enumerate(part.strip() for part in text.split(",") if part.strip()):
+        match = _MERCHANT_ENTRY.match(entry)
+        if match is None or match.group(2) not in PROVIDERS or match.group(1) in mapping:
+            raise ValueError(
+                f"entry #{index + 1}: want merchant_id=provider, each merchant once, provider one of"
+                f" {sorted(PROVIDERS)}"
+            )
+        mapping[match.group(1)] = match.group(2)
+    return mapping
+
+
+def check_merchant_providers(text: str) -> None:
+    """A settings check for ``PAYMENT_STATE_MERCHANT_PROVIDERS``."""
+    parse_merchant_providers(text)
+
+
 def kafka_topic(name: str) -> None:
     """A settings check: refuse at start what Kafka would refuse later, mid-run."""
     if not _KAFKA_TOPIC.match(name):
@@ -48,7 +77,15 @@ class ApiSettings:
     )
     http_host: str = setting("PAYMENT_STATE_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
     http_port: int = setting("PAYMENT_STATE_HTTP_PORT", 8082, doc="HTTP API, /healthz, /readyz, /metrics")
-    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp", doc="the PSP new payments go to")
+    provider: str = setting(
+        "PAYMENT_STATE_PROVIDER", "simpsp", check=known_provider, doc="the PSP new payments go to by default"
+    )
+    merchant_providers: str = setting(
+        "PAYMENT_STATE_MERCHANT_PROVIDERS",
+        "",
+        check=check_merchant_providers,
+        doc="another PSP for some merchants: 'merchant_id=stripe,merchant2=simpsp' (same in every process)",
+    )
     body_max_bytes: int = setting("PAYMENT_STATE_BODY_MAX_BYTES", 16_384, doc="request bodies above: 413")
     db_pool_size_max: int = setting(
         "PAYMENT_STATE_DB_POOL_SIZE_MAX", 32, doc="connections (and threads) for money-moving calls"
@@ -71,7 +108,10 @@ class ExecutorSettings:
         check=kafka_topic,
         doc="where payment-state answers each repair (RepairOutcome)",
     )
-    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp")
+    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp", check=known_provider)
+    merchant_providers: str = setting(
+        "PAYMENT_STATE_MERCHANT_PROVIDERS", "", check=check_merchant_providers, doc="as the api's"
+    )
     worker_id: str = setting("EXECUTOR_WORKER_ID", "", doc="default: host name and pid")
     batch_size_max: int = setting(
         "EXECUTOR_BATCH_SIZE_MAX", 16, doc="operations claimed per pass (each waits its turn under the lease)"
@@ -163,7 +203,10 @@ class InboundSettings(ConsumerSettings):
         check=kafka_topic,
         doc="where payment-state answers each repair (RepairOutcome)",
     )
-    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp")
+    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp", check=known_provider)
+    merchant_providers: str = setting(
+        "PAYMENT_STATE_MERCHANT_PROVIDERS", "", check=check_merchant_providers, doc="as the api's"
+    )
 
     def __post_init__(self) -> None:
         # A default that depends on two other settings: set once, here, while the object is built

@@ -235,3 +235,18 @@ def test_a_payout_the_psp_forgets_is_never_created_again() -> None:
         "unknown_unresolved",
     ]
     assert set(_events(store)) == {"PaymentNeedsAttention"}
+
+
+def test_a_lost_payout_is_replayed_with_the_same_key_at_a_provider_that_replays() -> None:
+    """At a provider that replays lost creates (Stripe: payouts cannot be searched by metadata), a
+    payout whose answer was lost is sent again once with the same operation id; the provider's
+    stored answer resolves it: two sends of one request, one payout, paid once."""
+    store = InMemoryPaymentStore()
+    psp = MemoryPsp(fail_next=["lost_response"], replays_lost_creates=True)
+    _command(store, _request())
+    executor = _executor(store, psp)
+    executor.run_once()
+    _drive(store, executor)
+    assert _payout(store).payout.status == PayoutStatus.PAID
+    assert [c.operation_id for c in psp.payout_calls] == [_payout(store).operation.operation_id] * 2
+    assert len(psp.payouts) == 1 and _events(store) == ["PayoutPaid"]

@@ -145,14 +145,15 @@ def test_the_plan_looks_up_the_object_the_row_names_or_refuses() -> None:
 
 
 def test_a_refund_row_is_looked_up_by_our_refund_operation() -> None:
-    """A refund row names our refund operation (its source reference): that refund is looked up."""
+    """A refund row names our refund operation (its source reference): that refund is looked up,
+    among the refunds of the payment's intent (how Stripe finds a refund by our reference)."""
     store, psp, _ = _world()
     pid, _ = _captured_unannounced(store, psp, announce=True)
     refund_op = _refund(store, pid, 3_000)
     row = _row_of(
         settlement_row(pid, "pi_1", -3_000, row_type="refund", source_id="re_9", source_reference=refund_op)
     )
-    assert plan(row, _state(store, pid)) == LookUpRefund(refund_op, None)
+    assert plan(row, _state(store, pid)) == LookUpRefund(refund_op, None, "pi_1")
 
 
 def test_what_the_psp_answers_must_be_what_the_row_says() -> None:

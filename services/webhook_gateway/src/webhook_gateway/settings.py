@@ -14,7 +14,7 @@ from typing import Final
 from backbone.psp.signature import SigningSecrets
 from backbone.settings import Secret, SettingsError, load_settings, setting
 
-from webhook_gateway.domain.providers import SIMPSP, ProviderConfig
+from webhook_gateway.domain.providers import SIMPSP, STRIPE, ProviderConfig
 
 SECRET_LENGTH_MIN: Final = 16
 
@@ -30,6 +30,18 @@ class GatewaySettings:
         None,
         secret=True,
         doc="previous simpsp secret, still accepted during a rotation; unset when the rotation is over",
+    )
+    stripe_secret: Secret | None = setting(
+        "STRIPE_WEBHOOK_SECRET",
+        None,
+        secret=True,
+        doc="signing secret (whsec_…) of our Stripe webhook endpoint; unset: /providers/stripe/… is 404",
+    )
+    stripe_secret_previous: Secret | None = setting(
+        "STRIPE_WEBHOOK_SECRET_PREVIOUS",
+        None,
+        secret=True,
+        doc="the endpoint's previous secret while Stripe rolls it (up to 24 h); then unset",
     )
     http_host: str = setting("HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104 - a server
     http_port: int = setting("HTTP_PORT", 8081, doc="webhooks, /healthz, /readyz, /metrics")
@@ -57,7 +69,17 @@ class GatewaySettings:
         secrets = SigningSecrets(
             self.simpsp_secret.reveal().encode(), previous.reveal().encode() if previous else None
         )
-        return {SIMPSP.name: ProviderConfig(SIMPSP, secrets)}
+        configs = {SIMPSP.name: ProviderConfig(SIMPSP, secrets)}
+        if self.stripe_secret is not None:
+            stripe_previous = self.stripe_secret_previous
+            configs[STRIPE.name] = ProviderConfig(
+                STRIPE,
+                SigningSecrets(
+                    self.stripe_secret.reveal().encode(),
+                    stripe_previous.reveal().encode() if stripe_previous else None,
+                ),
+            )
+        return configs
 
 
 def load_gateway_settings(environ: Mapping[str, str] | None = None) -> GatewaySettings:
@@ -80,6 +102,7 @@ def _problems(s: GatewaySettings) -> list[str | None]:
         "SIMPSP_WEBHOOK_SECRET_PREVIOUS must differ from SIMPSP_WEBHOOK_SECRET"
         if previous and previous.reveal() == s.simpsp_secret.reveal()
         else None,
+        *_stripe_problems(s),
         at_least("HTTP_PORT", s.http_port, 0),
         at_least("WEBHOOK_TOLERANCE_S", s.tolerance_s, 1),
         at_least("WEBHOOK_BODY_MAX_BYTES", s.body_max_bytes, 1024),
@@ -92,6 +115,19 @@ def _problems(s: GatewaySettings) -> list[str | None]:
         at_least("DB_TIMEOUT_MS", s.db_timeout_ms, 100),
         at_least("DB_PROBE_INTERVAL_MS", s.db_probe_interval_ms, 100),
         at_least("SHUTDOWN_GRACE_MS", s.shutdown_grace_ms, 0),
+    ]
+
+
+def _stripe_problems(s: GatewaySettings) -> list[str | None]:
+    current, previous = s.stripe_secret, s.stripe_secret_previous
+    if current is None:
+        return ["STRIPE_WEBHOOK_SECRET_PREVIOUS is set without STRIPE_WEBHOOK_SECRET" if previous else None]
+    return [
+        _secret_problem("STRIPE_WEBHOOK_SECRET", current),
+        _secret_problem("STRIPE_WEBHOOK_SECRET_PREVIOUS", previous) if previous else None,
+        "STRIPE_WEBHOOK_SECRET_PREVIOUS must differ from STRIPE_WEBHOOK_SECRET"
+        if previous and previous.reveal() == current.reveal()
+        else None,
     ]
 
 

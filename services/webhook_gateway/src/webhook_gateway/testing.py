@@ -4,6 +4,7 @@
   ``hmac`` directly (not with ``domain.signatures``), so tests check two implementations against
   each other;
 - ``webhook_body``: PSP events of each shape (payment intent, refund, dispute, no payment);
+- ``stripe_event``: a Stripe event as Stripe documents it (signed in tests by the official SDK);
 - ``Gateway``: a gateway process with its database, an HTTP client and a few queries.
 """
 
@@ -25,6 +26,44 @@ MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"  # services/webh
 CURRENT = "whsec_it_current_0123456789"
 PREVIOUS = "whsec_it_previous_0123456789"
 WEBHOOKS = "/providers/simpsp/webhooks"
+STRIPE_CURRENT = "whsec_it_stripe_current_0123456789"
+STRIPE_PREVIOUS = "whsec_it_stripe_previous_0123456789"
+STRIPE_WEBHOOKS = "/providers/stripe/webhooks"
+
+
+def stripe_event(
+    event_id: str, event_type: str = "payment_intent.succeeded", obj: dict[str, Any] | None = None
+) -> bytes:
+    """A Stripe event as Stripe documents it ("The Event object", a snapshot event of API version
+    2026-10-28), by default about a captured payment intent of ours."""
+    if obj is None:
+        obj = {
+            "id": "pi_3MtwBwLkdIwHu7ix28a3tqPa",
+            "object": "payment_intent",
+            "amount": 2000,
+            "amount_capturable": 0,
+            "amount_received": 2000,
+            "capture_method": "manual",
+            "currency": "eur",
+            "created": 1680800504,
+            "status": "succeeded",
+            "livemode": False,
+            "metadata": {"reference": "pay_it", "payment_id": "pay_it"},
+            "latest_charge": "ch_3MtwBwLkdIwHu7ix28a3tqPa",
+            "payment_method": "pm_1MtwBwLkdIwHu7ixik1ZeFq0",
+        }
+    event = {
+        "id": event_id,
+        "object": "event",
+        "api_version": "2026-10-28.endive",
+        "created": int(time.time()),
+        "data": {"object": obj},
+        "livemode": False,
+        "pending_webhooks": 1,
+        "request": {"id": "req_8K7iFeaN3Gg0bO", "idempotency_key": "op_it"},
+        "type": event_type,
+    }
+    return json.dumps(event, indent=2).encode()  # Stripe sends pretty-printed JSON
 
 
 def psp_signature(secret: str, raw: bytes, t: int | None = None) -> str:
@@ -157,6 +196,8 @@ def gateway_env(db_url: str, port: int, **overrides: str) -> dict[str, str]:
         "DATABASE_URL": db_url,
         "SIMPSP_WEBHOOK_SECRET": CURRENT,
         "SIMPSP_WEBHOOK_SECRET_PREVIOUS": PREVIOUS,
+        "STRIPE_WEBHOOK_SECRET": STRIPE_CURRENT,
+        "STRIPE_WEBHOOK_SECRET_PREVIOUS": STRIPE_PREVIOUS,
         "HTTP_HOST": "127.0.0.1",
         "HTTP_PORT": str(port),
         "WEBHOOK_BODY_MAX_BYTES": "65536",

@@ -51,6 +51,7 @@ DECLINED: Final = "pm_card_declined"
 @dataclass
 class MemoryPsp:
     provider_name: str = "simpsp"
+    replays_lost_creates: bool = False
     unavailable: bool = False
     refunds_pending: bool = False
     fail_next: list[str] = field(default_factory=list)
@@ -92,7 +93,9 @@ class MemoryPsp:
             intent = self.intents.get(intent_id) if intent_id else None
             return Absent() if intent is None else Found(intent)
 
-    def find_refund(self, operation_id: str, provider_refund_id: str | None) -> Lookup:
+    def find_refund(
+        self, operation_id: str, provider_refund_id: str | None, provider_payment_id: str | None = None
+    ) -> Lookup:
         with self._lock:
             if self.unavailable:
                 return NoAnswer("unavailable")

@@ -43,6 +43,7 @@ from payment_state.application.ports import (
     Transactions,
 )
 from payment_state.application.provider_facts import apply_provider_fact, open_case
+from payment_state.application.providers import Psps, as_psps
 from payment_state.domain.facts import IntentFact
 from payment_state.domain.model import Operation, OperationType, PaymentState
 from payment_state.domain.recovery import (
@@ -56,6 +57,7 @@ from payment_state.domain.recovery import (
     after_unknown_call,
     intent_shows_not_done,
     plan,
+    replay_before_lookup,
 )
 from payment_state.domain.recovery import (
     Lookup as LookupStep,
@@ -101,12 +103,23 @@ def build_call(state: PaymentState, op: Operation) -> ProviderCall:
             raise AssertionError(f"unexpected operation type {op.operation_type}")
 
 
+def _provider_id_known(state: PaymentState, op: Operation) -> bool:
+    """Whether the provider's id of what ``op`` creates is known (then a retrieve is exact)."""
+    if op.operation_type == OperationType.AUTHORIZE:
+        return state.payment.provider_payment_id is not None
+    if op.operation_type == OperationType.REFUND:
+        return op.provider_reference is not None
+    return True  # capture and cancel act on a payment intent whose id we have
+
+
 class OperationExecutor:
     """Claims due operations in batches and processes them on a bounded thread pool."""
 
-    def __init__(self, transaction: Transactions, psp: Psp, ctx: Context, config: ExecutorConfig) -> None:
+    def __init__(
+        self, transaction: Transactions, psp: Psp | Psps, ctx: Context, config: ExecutorConfig
+    ) -> None:
         self._transaction = transaction
-        self._psp = psp
+        self._psps = as_psps(psp)
         self._ctx = ctx
         self._c = config
         self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="operation")
@@ -160,12 +173,24 @@ class OperationExecutor:
             case _:
                 assert_never(step)
 
+    def _psp(self, op: Operation) -> Psp | None:
+        """The adapter of the operation's own provider; None (logged, retried later) when this
+        process is not configured for it: never another provider."""
+        psp = self._psps.get(op.provider)
+        if psp is None:
+            log.error("executor.provider_not_configured", operation_id=op.operation_id, provider=op.provider)
+            self._release(op.operation_id, self._c.policy.backoff_max_ms)
+        return psp
+
     def _call(self, state: PaymentState, op: Operation) -> None:
+        psp = self._psp(op)
+        if psp is None:
+            return
         call = build_call(state, op)
         with self._transaction() as store:
             if not store.start_call(op.operation_id, self._c.worker_id):
                 return  # the claim expired and someone else has the operation now
-        result = self._psp.execute(call)
+        result = psp.execute(call)
         metrics.PROVIDER_CALLS.labels(f"call_{op.operation_type}", type(result).__name__).inc()
         self._record_call_result(state.payment.payment_id, op, result)
 
@@ -175,7 +200,7 @@ class OperationExecutor:
                 case Applied(fact=fact) | Refused(fact=fact):
                     apply_provider_fact(
                         store,
-                        self._ctx,
+                        self._ctx.for_provider(op.provider),
                         fact,
                         source="response",
                         operation_id=op.operation_id,
@@ -191,10 +216,23 @@ class OperationExecutor:
             store.release(op.operation_id, self._c.worker_id, delay_ms)
 
     def _lookup(self, state: PaymentState, op: Operation) -> None:
+        psp = self._psp(op)
+        if psp is None:
+            return
+        if replay_before_lookup(
+            op,
+            provider_id_known=_provider_id_known(state, op),
+            provider_replays=psp.replays_lost_creates,
+            now_ms=self._ctx.now_ms(),
+            policy=self._c.policy,
+        ):
+            log.info("executor.replay_lost_create", operation_id=op.operation_id, provider=op.provider)
+            self._call(state, op)
+            return
         with self._transaction() as store:
             if not store.count_lookup(op.operation_id, self._c.worker_id):
                 return
-        lookup = self._find(state, op)
+        lookup = self._find(psp, state, op)
         metrics.PROVIDER_CALLS.labels(f"lookup_{op.operation_type}", type(lookup).__name__).inc()
         payment_id = state.payment.payment_id
         with self._transaction() as store:
@@ -213,10 +251,10 @@ class OperationExecutor:
         fresh_state, fresh_op = self._load(payment_id, op.operation_id)
         self._call(fresh_state, fresh_op)
 
-    def _find(self, state: PaymentState, op: Operation) -> Lookup:
+    def _find(self, psp: Psp, state: PaymentState, op: Operation) -> Lookup:
         if op.operation_type == OperationType.REFUND:
-            return self._psp.find_refund(op.operation_id, op.provider_reference)
-        return self._psp.find_payment(state.payment.payment_id, state.payment.provider_payment_id)
+            return psp.find_refund(op.operation_id, op.provider_reference, state.payment.provider_payment_id)
+        return psp.find_payment(state.payment.payment_id, state.payment.provider_payment_id)
 
     def _apply_lookup(
         self, store: PaymentStore, payment_id: str, op: Operation, lookup: Lookup
@@ -226,7 +264,7 @@ class OperationExecutor:
             case Found(fact=fact):
                 apply_provider_fact(
                     store,
-                    self._ctx,
+                    self._ctx.for_provider(op.provider),
                     fact,
                     source="lookup",
                     operation_id=op.operation_id,

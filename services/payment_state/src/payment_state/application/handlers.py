@@ -95,7 +95,7 @@ def _create(
         merchant_id=merchant_id,
         payment_id=payment_id,
         operation_id=ctx.new_id("op"),
-        provider=ctx.provider,
+        provider=ctx.provider_for(merchant_id),
         now_ms=ctx.now_ms(),
     )
     digest = request_digest(request)

@@ -83,8 +83,9 @@ def _provider_event(
     if body["signature_verified"] is not True:
         raise UnusableWebhook("a provider event whose signature was not verified", event.event_id)
     provider = body["provider"]
-    if provider != ctx.provider or provider not in parsers:
+    if provider not in ctx.providers or provider not in parsers:
         raise UnusableWebhook(f"no webhook parser for provider {provider!r}", event.event_id)
+    ctx = ctx.for_provider(provider)  # the fact is recorded, deduplicated and located under its provider
     try:
         fact = parsers[provider](bytes(body["raw_body"]))
     except ValueError as exc:  # the parser's "breaks the contract"

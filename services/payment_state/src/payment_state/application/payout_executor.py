@@ -43,6 +43,7 @@ from payment_state.application.ports import (
     Refused,
     Transactions,
 )
+from payment_state.application.providers import Psps, as_psps
 from payment_state.domain.payouts import PayoutOperation, PayoutState
 from payment_state.domain.recovery import (
     Call,
@@ -53,6 +54,7 @@ from payment_state.domain.recovery import (
     after_lookup,
     after_unknown_call,
     plan,
+    replay_before_lookup,
 )
 from payment_state.domain.recovery import Lookup as LookupStep
 
@@ -75,9 +77,11 @@ def payout_call(state: PayoutState) -> PayoutCall:
 class PayoutExecutor:
     """Claims due payout operations in batches and processes them on a bounded thread pool."""
 
-    def __init__(self, transaction: Transactions, psp: Psp, ctx: Context, config: ExecutorConfig) -> None:
+    def __init__(
+        self, transaction: Transactions, psp: Psp | Psps, ctx: Context, config: ExecutorConfig
+    ) -> None:
         self._transaction = transaction
-        self._psp = psp
+        self._psps = as_psps(psp)
         self._ctx = ctx
         self._c = config
         self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="payout")
@@ -128,29 +132,44 @@ class PayoutExecutor:
             case _:
                 assert_never(step)
 
+    def _psp(self, state: PayoutState) -> Psp | None:
+        """The payout's own provider's adapter; None (logged, retried later) if not configured here."""
+        psp = self._psps.get(state.payout.provider)
+        if psp is None:
+            operation_id = state.operation.operation_id
+            log.error(
+                "payout.provider_not_configured", operation_id=operation_id, provider=state.payout.provider
+            )
+            self._release(operation_id, self._c.policy.backoff_max_ms)
+        return psp
+
     def _call(self, state: PayoutState) -> None:
+        psp = self._psp(state)
+        if psp is None:
+            return
         call = payout_call(state)
         with self._transaction() as store:
             if not store.start_payout_call(call.operation_id, self._c.worker_id):
                 return  # the claim expired and someone else has the payout now
         failpoints.hit(AFTER_CLAIM_FAILPOINT)
-        result = self._psp.create_payout(call)
+        result = psp.create_payout(call)
         failpoints.hit(AFTER_CALL_FAILPOINT)
         metrics.PROVIDER_CALLS.labels("call_payout", type(result).__name__).inc()
         self._record_call_result(state, result)
 
     def _record_call_result(self, state: PayoutState, result: PayoutCallResult) -> None:
         withdrawal_id, operation_id = state.payout.withdrawal_id, state.operation.operation_id
+        ctx = self._ctx.for_provider(state.payout.provider)
         with self._transaction() as store:
             match result:
                 case Applied(fact=fact):
                     apply_payout_provider_fact(
-                        store, self._ctx, fact, source="response", withdrawal_id=withdrawal_id
+                        store, ctx, fact, source="response", withdrawal_id=withdrawal_id
                     )
                     delay_ms = self._delay_after_answer(store, withdrawal_id)
                 case Refused(fact=refusal):
                     apply_payout_provider_fact(
-                        store, self._ctx, refusal, source="response", withdrawal_id=withdrawal_id
+                        store, ctx, refusal, source="response", withdrawal_id=withdrawal_id
                     )
                     delay_ms = self._delay_after_answer(store, withdrawal_id)
                 case NoAnswer(reason=reason):
@@ -165,11 +184,24 @@ class PayoutExecutor:
             store.release_payout(operation_id, self._c.worker_id, delay_ms)
 
     def _lookup(self, state: PayoutState) -> None:
+        psp = self._psp(state)
+        if psp is None:
+            return
+        if replay_before_lookup(
+            state.operation,
+            provider_id_known=state.payout.provider_payout_id is not None,
+            provider_replays=psp.replays_lost_creates,
+            now_ms=self._ctx.now_ms(),
+            policy=self._c.policy,
+        ):
+            log.info("payout.replay_lost_create", operation_id=state.operation.operation_id)
+            self._call(state)
+            return
         withdrawal_id, operation_id = state.payout.withdrawal_id, state.operation.operation_id
         with self._transaction() as store:
             if not store.count_payout_lookup(operation_id, self._c.worker_id):
                 return
-        lookup = self._psp.find_payout(withdrawal_id, state.payout.provider_payout_id)
+        lookup = psp.find_payout(withdrawal_id, state.payout.provider_payout_id)
         metrics.PROVIDER_CALLS.labels("lookup_payout", type(lookup).__name__).inc()
         with self._transaction() as store:
             answer = self._apply_lookup(store, state, lookup)
@@ -194,7 +226,11 @@ class PayoutExecutor:
         match lookup:
             case Found(fact=fact):
                 apply_payout_provider_fact(
-                    store, self._ctx, fact, source="lookup", withdrawal_id=withdrawal_id
+                    store,
+                    self._ctx.for_provider(state.payout.provider),
+                    fact,
+                    source="lookup",
+                    withdrawal_id=withdrawal_id,
                 )
                 return None if self._current(store, withdrawal_id).operation.is_terminal else "found_pending"
             case Absent() if state.payout.provider_payout_id is not None:

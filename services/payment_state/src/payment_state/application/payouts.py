@@ -49,9 +49,11 @@ def create_payout(
         return Rejection(
             400, "invalid_idempotency_key", "the idempotency key of a payout is its withdrawal id"
         )
-    if request.provider != ctx.provider:
+    if request.provider != ctx.provider_for(merchant_id):
         return Rejection(
-            422, "provider_not_supported", f"payouts go to {ctx.provider}, not {request.provider}"
+            422,
+            "provider_not_supported",
+            f"payouts of {merchant_id} go to {ctx.provider_for(merchant_id)}, not {request.provider}",
         )
     state = decide_payout(
         request, merchant_id=merchant_id, operation_id=ctx.new_id("op"), now_ms=ctx.now_ms()
@@ -103,6 +105,8 @@ def apply_payout_provider_fact(
         return FactOutcome("duplicate", None, "provider event seen before")
     target = withdrawal_id or locate_payout(store, ctx.provider, fact)
     state = None if target is None else store.load_payout(target, for_update=True)
+    if state is not None and state.payout.provider != ctx.provider:
+        state = None  # a payout at another provider: this provider's fact never moves it
     outcome = (
         FactOutcome("unmatched", None) if state is None else _apply_located(store, state, fact, causation_id)
     )

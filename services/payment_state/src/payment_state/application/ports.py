@@ -3,8 +3,9 @@ provider (``Psp``), the webhook parsers, and the store of its records (``Payment
 
 The provider port is what payment-state needs from a PSP.
 
-An adapter (``adapters/simpsp.py`` for the simulator's Stripe-like API, ``adapters/memory_psp.py``
-for unit tests) turns the provider's answers into our facts. Contract:
+An adapter (``adapters/provider_psp.py`` on any ``backbone.psp.PspProvider``: the simulator's
+Stripe-like API or Stripe itself; ``adapters/memory_psp.py`` for unit tests) turns the provider's
+answers into our facts. Contract:
 - every call carries our operation id as the provider idempotency key; sending the same call again
   with the same id never moves money twice (as long as the provider remembers the key);
 - ``Applied`` is the provider's object after the call, ``Refused`` a definite refusal (a decline,
@@ -135,11 +136,23 @@ class Psp(Protocol):
     @property
     def provider(self) -> str: ...
 
+    @property
+    def replays_lost_creates(self) -> bool:
+        """True when, after a lost answer to a create, the executor sends the same request again
+        (same key) before looking it up by our reference (``domain.recovery.replay_before_lookup``):
+        Stripe, whose search by metadata lags and whose payouts cannot be searched at all."""
+        ...
+
     def execute(self, call: ProviderCall) -> CallResult: ...
 
     def find_payment(self, payment_id: str, provider_payment_id: str | None) -> Lookup: ...
 
-    def find_refund(self, operation_id: str, provider_refund_id: str | None) -> Lookup: ...
+    def find_refund(
+        self, operation_id: str, provider_refund_id: str | None, provider_payment_id: str | None = None
+    ) -> Lookup:
+        """By the provider's refund id when we know it, else by our reference (the operation id)
+        among the refunds of ``provider_payment_id`` (Stripe can only list a payment's refunds)."""
+        ...
 
     def create_payout(self, call: PayoutCall) -> PayoutCallResult: ...
 

@@ -114,6 +114,10 @@ def _apply_located(
     state = store.load_state(payment_id, for_update=True)
     invariant(state is not None, f"located payment {payment_id} must exist")
     assert state is not None
+    if state.payment.provider != ctx.provider:
+        # Located by the reference we gave a provider, but the payment lives at another one: a
+        # fact of one provider never moves a payment of another (per-merchant providers).
+        return FactOutcome("unmatched", None, f"payment {payment_id} is at {state.payment.provider}")
     if isinstance(fact, DisputeFact):
         return _apply_dispute(store, ctx, state, fact, causation_id)
     result = apply_fact(state, fact)

@@ -46,6 +46,7 @@ from payment_state.application.ports import (
     Transactions,
 )
 from payment_state.application.provider_facts import apply_provider_fact
+from payment_state.application.providers import Psps, as_psps
 from payment_state.domain.repairs import (
     LookAgain,
     LookUpPayment,
@@ -106,15 +107,17 @@ class RepairConfig:
         invariant(self.lease_ms > 0, "lease_ms > 0")
 
 
-Step = tuple[StoredRepair, SettlementRow, LookUpPayment | LookUpRefund, int]
+Step = tuple[StoredRepair, SettlementRow, LookUpPayment | LookUpRefund, int, str]  # ..., provider
 
 
 class RepairExecutor:
     """Claims requested repairs and takes each one to its outcome (see the module docstring)."""
 
-    def __init__(self, transaction: Transactions, psp: Psp, ctx: Context, config: RepairConfig) -> None:
+    def __init__(
+        self, transaction: Transactions, psp: Psp | Psps, ctx: Context, config: RepairConfig
+    ) -> None:
         self._transaction = transaction
-        self._psp = psp
+        self._psps = as_psps(psp)
         self._ctx = ctx
         self._c = config
 
@@ -140,8 +143,15 @@ class RepairExecutor:
         step = self._plan(repair_id)
         if step is None:
             return
-        stored, row, lookup_plan, attempts = step
-        lookup = self._look_up(lookup_plan)
+        stored, row, lookup_plan, attempts, provider = step
+        psp = self._psps.get(provider)
+        # A payment at a provider this process is not configured for: no lookup, never another
+        # provider's; the repair is looked up again later (and stays unknown after its limit).
+        lookup = (
+            NoAnswer(f"provider {provider} not configured")
+            if psp is None
+            else self._look_up(psp, lookup_plan)
+        )
         metrics.PROVIDER_CALLS.labels("lookup_repair", type(lookup).__name__).inc()
         failpoints.hit(AFTER_LOOKUP_FAILPOINT)  # crash tests: the lookup made, nothing committed
         with self._transaction() as store:
@@ -149,7 +159,7 @@ class RepairExecutor:
             if current is None or current.status != "requested" or current.claimed_by != self._c.worker_id:
                 log.warning("repair.claim_lost", repair_id=repair_id)
                 return  # someone else has it now; this lookup moved no money
-            decision = self._judge(store, stored.request, row, lookup, attempts)
+            decision = self._judge(store, stored.request, row, lookup, attempts, provider)
             match decision:
                 case LookAgain(delay_ms=delay_ms):
                     store.release_repair(repair_id, self._c.worker_id, delay_ms)
@@ -171,26 +181,38 @@ class RepairExecutor:
             row = parse_row(request.fact_json)
             invariant(not isinstance(row, str), f"repair {repair_id}'s row was checked at receipt")
             assert not isinstance(row, str)
-            step = plan(row, store.load_state(request.payment_id))
+            state = store.load_state(request.payment_id)
+            step = plan(row, state)
             if isinstance(step, RepairOutcome):
                 self._finish(store, request, step)
                 return None
             attempts = store.count_repair_lookup(repair_id, self._c.worker_id)
             if attempts is None:
                 return None
-        return stored, row, step, attempts
+        assert state is not None  # plan refuses a row without a payment
+        return stored, row, step, attempts, state.payment.provider
 
-    def _look_up(self, step: LookUpPayment | LookUpRefund) -> Lookup:
+    def _look_up(self, psp: Psp, step: LookUpPayment | LookUpRefund) -> Lookup:
         match step:
             case LookUpPayment(payment_id=payment_id, provider_payment_id=provider_payment_id):
-                return self._psp.find_payment(payment_id, provider_payment_id)
-            case LookUpRefund(operation_id=operation_id, provider_refund_id=provider_refund_id):
-                return self._psp.find_refund(operation_id, provider_refund_id)
+                return psp.find_payment(payment_id, provider_payment_id)
+            case LookUpRefund(
+                operation_id=operation_id,
+                provider_refund_id=provider_refund_id,
+                provider_payment_id=provider_payment_id,
+            ):
+                return psp.find_refund(operation_id, provider_refund_id, provider_payment_id)
             case _:
                 assert_never(step)
 
     def _judge(
-        self, store: PaymentStore, request: RepairRequest, row: SettlementRow, lookup: Lookup, attempts: int
+        self,
+        store: PaymentStore,
+        request: RepairRequest,
+        row: SettlementRow,
+        lookup: Lookup,
+        attempts: int,
+        provider: str,
     ) -> LookAgain | RepairOutcome:
         """What the PSP's answer decides, applied (in the caller's transaction) when it confirms."""
         what = "payment intent" if row.type == "charge" else "refund"
@@ -201,7 +223,7 @@ class RepairExecutor:
                     return refused(problem)
                 applied = apply_provider_fact(
                     store,
-                    self._ctx,
+                    self._ctx.for_provider(provider),
                     fact,
                     source="lookup",
                     operation_id=row.source_reference if row.type == "refund" else None,

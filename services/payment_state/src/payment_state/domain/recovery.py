@@ -96,6 +96,26 @@ def may_resend(op: OpenOperation, now_ms: int, policy: RecoveryPolicy) -> bool:
     return now_ms - op.created_at_ms < policy.idempotency_window_ms
 
 
+def replay_before_lookup(
+    op: OpenOperation, *, provider_id_known: bool, provider_replays: bool, now_ms: int, policy: RecoveryPolicy
+) -> bool:
+    """Stripe's way after a lost answer to a create (ADR 0010): send the SAME request again with the
+    same operation id first, once, while the provider still remembers the key: it answers what it
+    did (its stored answer) or does it now, for the first time. Only for a create whose provider id
+    we never learned (a retrieve by id is exact and cheaper otherwise), only when the answer was
+    lost (UNKNOWN after the one call: a pending 3-D Secure is looked up, a replay would repeat the
+    stored answer), and only for a provider that replays (``Psp.replays_lost_creates``). After
+    that, lookups by our reference, as for every provider."""
+    return (
+        provider_replays
+        and not provider_id_known
+        and op.status == OperationStatus.UNKNOWN
+        and op.attempts == 1
+        and not op.call_in_flight
+        and may_resend(op, now_ms, policy)
+    )
+
+
 def intent_shows_not_done(op: Operation, fact: IntentFact) -> bool:
     """The intent proves our capture or cancel did not happen (yet) at the provider."""
     if op.operation_type == OperationType.CAPTURE:

@@ -228,6 +228,7 @@ class LookUpPayment:
 class LookUpRefund:
     operation_id: str  # our refund operation: our reference at the PSP
     provider_refund_id: str | None
+    provider_payment_id: str | None = None  # the refunded intent (Stripe lists refunds by it)
 
 
 Plan = LookUpPayment | LookUpRefund | RepairOutcome
@@ -252,7 +253,9 @@ def plan(row: SettlementRow, state: PaymentState | None) -> Plan:
             f"refund {row.source_id} ({row.source_reference}) is not a refund payment-state asked for:"
             " a person resolves it"
         )
-    return LookUpRefund(op.operation_id, op.provider_reference)
+    return LookUpRefund(
+        op.operation_id, op.provider_reference, p.provider_payment_id or row.payment_intent_id
+    )
 
 
 def mismatch(row: SettlementRow, fact: IntentFact | RefundFact) -> str | None:

@@ -8,9 +8,11 @@ fallback poll; SIGTERM lets the current batch finish (provider calls are bounded
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+from typing import Final
 
 import psycopg
 from backbone import failpoints
@@ -20,6 +22,7 @@ from backbone.logs import configure_logging, get_logger
 from backbone.outage import Dependency
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.psp import PspClientSettings
+from backbone.psp.stripe_settings import StripeClientSettings
 from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import SettingsError, load_settings
 
@@ -130,25 +133,50 @@ class ExecutorLoop:
             self._listen = None
 
 
-def _load_settings() -> tuple[ExecutorSettings, PspClientSettings]:
-    """Both settings objects, or exit 2 naming every bad variable of both at once."""
+PROVIDER_SETTINGS: Final[dict[str, type]] = {"simpsp": PspClientSettings, "stripe": StripeClientSettings}
+
+
+def _load_settings() -> tuple[ExecutorSettings, dict[str, object]]:
+    """The executor's settings and those of every provider in use (the default one and the
+    merchants' own), or exit 2 naming every bad variable of all of them at once."""
     problems: list[str] = []
-    loaded: list[object] = []
-    for cls in (ExecutorSettings, PspClientSettings):
+    executor_settings: ExecutorSettings | None = None
+    try:
+        executor_settings = load_settings(ExecutorSettings)
+        in_use = bootstrap.context(executor_settings.provider, executor_settings.merchant_providers).providers
+    except SettingsError as exc:
+        problems.extend(exc.problems)
+        in_use = _providers_named_in_environment()
+    providers: dict[str, object] = {}
+    for name in sorted(in_use):
         try:
-            loaded.append(load_settings(cls))
+            providers[name] = load_settings(PROVIDER_SETTINGS[name])
         except SettingsError as exc:
             problems.extend(exc.problems)
-    if problems:
+    stripe = providers.get("stripe")
+    if isinstance(stripe, StripeClientSettings) and stripe.api_key is None and not stripe.api_key_file:
+        problems.append("STRIPE_API_KEY or STRIPE_API_KEY_FILE is required (provider stripe is in use)")
+    if problems or executor_settings is None:
         print(SettingsError(problems), file=sys.stderr)
         raise SystemExit(2)
-    executor_settings, psp_settings = loaded
-    assert isinstance(executor_settings, ExecutorSettings) and isinstance(psp_settings, PspClientSettings)
-    return executor_settings, psp_settings
+    return executor_settings, providers
+
+
+def _providers_named_in_environment() -> frozenset[str]:
+    """The providers in use as far as a broken configuration tells (so that their variables are
+    named in the same message); the default one when it tells nothing usable."""
+    try:
+        ctx = bootstrap.context(
+            os.environ.get("PAYMENT_STATE_PROVIDER") or "simpsp",
+            os.environ.get("PAYMENT_STATE_MERCHANT_PROVIDERS", ""),
+        )
+    except ValueError:
+        return frozenset({"simpsp"})
+    return frozenset(p for p in ctx.providers if p in PROVIDER_SETTINGS) or frozenset({"simpsp"})
 
 
 def main() -> None:
-    settings, psp_settings = _load_settings()
+    settings, provider_settings = _load_settings()
     configure_logging("payment_state-worker")
     health = health_for(settings.health_port)
     url = settings.database_url.reveal()
@@ -165,7 +193,8 @@ def main() -> None:
         concurrency=settings.concurrency,
         policy=settings.policy(),
     )
-    psp, ctx = bootstrap.psp(psp_settings), bootstrap.context(settings.provider)
+    ctx = bootstrap.context(settings.provider, settings.merchant_providers)
+    psp = bootstrap.psps(ctx.providers, provider_settings)
     executor = OperationExecutor(transaction, psp, ctx, config)
     repair_config = RepairConfig(
         worker_id=config.worker_id,
@@ -189,4 +218,5 @@ def main() -> None:
     try:
         loop.run()
     finally:
+        psp.close()
         pool.close()

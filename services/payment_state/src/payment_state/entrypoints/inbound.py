@@ -30,7 +30,7 @@ def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCat
     )
     avro = bootstrap.codec()
     handler = make_handler(
-        bootstrap.context(settings.provider),
+        bootstrap.context(settings.provider, settings.merchant_providers),
         bootstrap.WEBHOOK_PARSERS,
         bootstrap.store_for(settings.events_topic, settings.repair_outcomes_topic),
     )

@@ -27,4 +27,9 @@ class ProviderConfig:
 
 
 SIMPSP: Final = Provider("simpsp", "Simpsp-Signature")
-KNOWN_PROVIDERS: Final = {p.name: p for p in (SIMPSP,)}
+# Stripe signs exactly as simpsp does (``t=…,v1=…``, HMAC-SHA256 of ``t.raw_body`` with the
+# endpoint's signing secret ``whsec_…``; while a secret is rolled, one ``v1`` per valid secret), so
+# the one verifier (``backbone.psp.signature``) serves both; the tests prove it against the
+# official SDK's own signing and verification (``stripe.WebhookSignature``, ``Webhook.construct_event``).
+STRIPE: Final = Provider("stripe", "Stripe-Signature")
+KNOWN_PROVIDERS: Final = {p.name: p for p in (SIMPSP, STRIPE)}
