@@ -12,7 +12,7 @@ PRODUCT  := $(PY) deploy/local/product.py
 export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:9092
 PYTEST_ARGS ?=
 
-.PHONY: help install up run smoke verify-run down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
+.PHONY: help install up run smoke verify-run check-deploy down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
 	bench-webhooks bench-ledger bench-recon bench-sims demo demo-backbone schemas-lock clean
 
 help:
@@ -23,6 +23,7 @@ help:
 	@echo "                     (production-shaped settings; PRODUCT_SCALE=ledger-consume=3,...)"
 	@echo "make status          every process: supervisor state, /healthz, /readyz; PostgreSQL, Kafka"
 	@echo "make smoke           one card deposit through the running product (after make run)"
+	@echo "make check-deploy    docker-compose.yml is the catalogue's rendering and valid compose (offline)"
 	@echo "make verify-run      run, deposit, SIGKILL every service (restarted), down, up: state kept"
 	@echo "make test            install, up, then the whole test suite against the real stack"
 	@echo "make test-unit       unit tests only (no Kafka/PostgreSQL)"
@@ -60,6 +61,11 @@ smoke: install
 
 verify-run: up
 	$(PRODUCT) verify
+
+# Offline checks of the deployment files (no Docker engine, no cluster here): one command per line.
+check-deploy: install
+	$(PY) deploy/compose/render.py --check
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
 
 down:
 	-$(PRODUCT) down

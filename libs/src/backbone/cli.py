@@ -9,7 +9,6 @@ value, and the command exits 2 having changed nothing.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -71,8 +70,13 @@ def migrate_command(service: str, migrations_dir: Path) -> Command:
 
     def run(_: list[str]) -> int:
         from backbone.postgres.migrations import MigrationSource, backbone_source, migrate  # noqa: PLC0415
+        from backbone.settings import SettingsError, env_value  # noqa: PLC0415
 
-        url = os.environ.get("DATABASE_URL")
+        try:
+            url = env_value("DATABASE_URL")
+        except SettingsError as exc:
+            print(exc, file=sys.stderr)
+            return 2
         if not url:
             print("DATABASE_URL is required but not set", file=sys.stderr)
             return 2

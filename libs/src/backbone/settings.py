@@ -102,6 +102,15 @@ def load_settings(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
     return cls(**values)
 
 
+def env_value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """One variable read the way load_settings reads it (``name`` or the file ``name``_FILE names), for
+    the few commands that read a variable without a settings class; raises SettingsError."""
+    raw, problem = _raw_value(os.environ if environ is None else environ, name)
+    if problem:
+        raise SettingsError([problem])
+    return raw or None
+
+
 def _raw_value(env: Mapping[str, str], name: str) -> tuple[str | None, str]:
     """(value, problem) of setting ``name``: from ``name`` itself or from the file ``name``_FILE names."""
     path = env.get(name + "_FILE")

@@ -36,7 +36,7 @@ from backbone.mt5.settings import Mt5GatewaySettings
 from backbone.outbox.relay import run_relay_from_env
 from backbone.postgres.migrations import MigrationSource, backbone_source, migrate
 from backbone.runtime import health_for
-from backbone.settings import SettingsError, load_settings
+from backbone.settings import SettingsError, env_value, load_settings
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -148,8 +148,12 @@ def monitor() -> None:
 
 @app.command(name="migrate")
 def migrate_command() -> None:
-    """Apply the backbone's and the reconciler's migrations on DATABASE_URL."""
-    url = os.environ.get("DATABASE_URL")
+    """Apply the backbone's and the reconciler's migrations on DATABASE_URL (or DATABASE_URL_FILE)."""
+    try:
+        url = env_value("DATABASE_URL")
+    except SettingsError as exc:
+        err.print(str(exc))
+        raise typer.Exit(2) from exc
     if not url:
         err.print("DATABASE_URL is required but not set")
         raise typer.Exit(2)
