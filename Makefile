@@ -23,7 +23,7 @@ help:
 	@echo "                     (production-shaped settings; PRODUCT_SCALE=ledger-consume=3,...)"
 	@echo "make status          every process: supervisor state, /healthz, /readyz; PostgreSQL, Kafka"
 	@echo "make smoke           one card deposit through the running product (after make run)"
-	@echo "make check-deploy    docker-compose.yml is the catalogue's rendering and valid compose (offline)"
+	@echo "make check-deploy    compose + Kubernetes files are the catalogue's rendering and valid (offline)"
 	@echo "make verify-run      run, deposit, SIGKILL every service (restarted), down, up: state kept"
 	@echo "make test            install, up, then the whole test suite against the real stack"
 	@echo "make test-unit       unit tests only (no Kafka/PostgreSQL)"
@@ -66,6 +66,8 @@ verify-run: up
 check-deploy: install
 	$(PY) deploy/compose/render.py --check
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
+	$(PY) deploy/k8s/render.py --check
+	$(PY) -m pytest -q -p no:cacheprovider tests/deploy
 
 down:
 	-$(PRODUCT) down
