@@ -8,6 +8,15 @@ A tokens file holds hashes, never tokens, one caller per line:
 A request's token is hashed and compared with every line in constant time; the caller's principal
 is recorded with what it does (e.g. who imported a settlement). These are service-to-service
 tokens; operators' own identities come with the console.
+
+**Acting for an operator.** A token granted ``operators:assert`` is a front end's (the ops
+console's): it may only act for a person it has authenticated, named in ``X-Operator`` with that
+person's permissions in ``X-Operator-Permissions`` (comma-separated). The caller is then the
+*operator*, holding the asserted permissions that the token itself also holds (never more), so the
+service's own rules (maker-checker, audit) see the person, not the console. Such a token without
+``X-Operator`` is refused: a console never acts as itself. A token without ``operators:assert``
+that sends ``X-Operator`` is refused too, so the header can never be smuggled past a service. Use
+``Tokens.authenticate(headers)`` at the one place a service checks its callers.
 """
 
 from __future__ import annotations
@@ -15,11 +24,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 _LINE_RE: Final = re.compile(r"([A-Za-z0-9_.@-]{1,64})\s+([a-z:,]+)\s+sha256:([0-9a-f]{64})")
+PRINCIPAL_RE: Final = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+ASSERT: Final = "operators:assert"
+OPERATOR_HEADER: Final = "X-Operator"
+OPERATOR_PERMISSIONS_HEADER: Final = "X-Operator-Permissions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +68,7 @@ class Tokens:
                     f"{path}:{number}: expected '<principal> <permission,...> sha256:<64 hex>'"
                 )
             granted = frozenset(match.group(2).split(","))
-            unknown = granted - permissions
+            unknown = granted - permissions - {ASSERT}
             if unknown:
                 raise TokenFileError(f"{path}:{number}: unknown permission(s) {sorted(unknown)}")
             entries.append((bytes.fromhex(match.group(3)), Caller(match.group(1), granted)))
@@ -69,3 +83,20 @@ class Tokens:
             if hmac.compare_digest(digest, expected):
                 found = caller
         return found
+
+    def authenticate(self, headers: Mapping[str, str]) -> Caller | None:
+        """The caller of a request from its headers (``Authorization: Bearer``, and for a front
+        end's token the operator it acts for), or None: no valid token, a front end's token
+        without a well-formed operator, or an operator header from a token not allowed to send it.
+        """
+        scheme, _, token = headers.get("Authorization", "").partition(" ")
+        caller = self.caller(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if caller is None:
+            return None
+        operator = headers.get(OPERATOR_HEADER)
+        if ASSERT not in caller.permissions:
+            return None if operator is not None else caller
+        if operator is None or PRINCIPAL_RE.fullmatch(operator) is None:
+            return None
+        asserted = frozenset(p for p in headers.get(OPERATOR_PERMISSIONS_HEADER, "").split(",") if p)
+        return Caller(operator, (asserted & caller.permissions) - {ASSERT})

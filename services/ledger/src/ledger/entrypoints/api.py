@@ -135,9 +135,7 @@ class LedgerApi:
     ) -> Callable[[Callable[[web.Request, Caller], Awaitable[web.Response]]], Handler]:
         def wrap(handler: Callable[[web.Request, Caller], Awaitable[web.Response]]) -> Handler:
             async def guarded(request: web.Request) -> web.StreamResponse:
-                header = request.headers.get("Authorization", "")
-                scheme, _, token = header.partition(" ")
-                caller = self._tokens.caller(token.strip()) if scheme.lower() == "bearer" and token else None
+                caller = self._tokens.authenticate(request.headers)
                 if caller is None:
                     raise BadRequest(401, "unauthenticated", "send Authorization: Bearer <token>")
                 request["principal"] = caller.principal

@@ -225,8 +225,7 @@ class Api:
     def _operator(self, request: web.Request, permission: str) -> str | web.Response:
         if self._operators is None:
             return _error(401, "unauthorized", "no operators are configured (MT5_CREDIT_OPERATORS_FILE)")
-        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        caller = self._operators.caller(token) if token else None
+        caller = self._operators.authenticate(request.headers)
         if caller is None:
             return _error(401, "unauthorized", "operator token required")
         if permission not in caller.permissions:

@@ -167,8 +167,7 @@ class ReconApi:
     ) -> Callable[[Callable[[web.Request, Caller], Awaitable[web.Response]]], Handler]:
         def wrap(handler: Callable[[web.Request, Caller], Awaitable[web.Response]]) -> Handler:
             async def guarded(request: web.Request) -> web.StreamResponse:
-                scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-                caller = self._tokens.caller(token.strip()) if scheme.lower() == "bearer" and token else None
+                caller = self._tokens.authenticate(request.headers)
                 if caller is None:
                     await self._refused(request, ANONYMOUS, "unauthorized: no valid bearer token")
                     return json_response(

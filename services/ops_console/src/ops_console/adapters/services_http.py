@@ -1,0 +1,116 @@
+"""The services' HTTP APIs (aiohttp client, one session per console process, bounded timeouts).
+The reconciler is called with the console's token acting for the operator (``X-Operator`` and the
+operator's reconciler permissions, ``backbone.tokens``); payment-state with the merchant's own
+token, so a merchant the operator may not see is not even asked."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+from backbone.tokens import OPERATOR_HEADER, OPERATOR_PERMISSIONS_HEADER
+
+from ops_console.application.ports import ServiceError
+from ops_console.domain import permissions
+from ops_console.domain.operators import Operator
+
+
+async def _answer(service: str, response: aiohttp.ClientResponse) -> Any:
+    raw = await response.read()
+    try:
+        body = json.loads(raw) if raw else {}
+    except ValueError:
+        body = {"error": "not_json", "detail": raw[:200].decode(errors="replace")}
+    if response.status >= 400:
+        error = body.get("error", f"http_{response.status}") if isinstance(body, dict) else "error"
+        detail = body.get("detail", "") if isinstance(body, dict) else ""
+        raise ServiceError(service, response.status, str(error), str(detail))
+    return body
+
+
+class _Client:
+    """One aiohttp session per process, opened on the server's loop (``start``) and closed with it."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._http: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self._http = aiohttp.ClientSession(timeout=self._timeout)
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    @property
+    def _session(self) -> aiohttp.ClientSession:
+        assert self._http is not None, "start() first"
+        return self._http
+
+
+class ReconcilerClient(_Client):
+    def __init__(self, base_url: str, token: str, timeout_s: float) -> None:
+        super().__init__(timeout_s)
+        self._base, self._token = base_url.rstrip("/"), token
+
+    def _headers(self, operator: Operator) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self._token}",
+            OPERATOR_HEADER: operator.username,
+            OPERATOR_PERMISSIONS_HEADER: permissions.at_service(operator.permissions, permissions.RECONCILER),
+        }
+
+    async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any:
+        try:
+            async with self._session.get(
+                self._base + path, params=query or {}, headers=self._headers(operator)
+            ) as response:
+                return await _answer("reconciler", response)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ServiceError("reconciler", 503, "unavailable", type(exc).__name__) from None
+
+    async def post(self, operator: Operator, path: str, body: dict[str, Any]) -> Any:
+        try:
+            async with self._session.post(
+                self._base + path, json=body, headers=self._headers(operator)
+            ) as response:
+                return await _answer("reconciler", response)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ServiceError("reconciler", 503, "unavailable", type(exc).__name__) from None
+
+
+class PaymentsClient(_Client):
+    def __init__(self, base_url: str, merchant_tokens: dict[str, str], timeout_s: float) -> None:
+        super().__init__(timeout_s)
+        self._base, self._tokens = base_url.rstrip("/"), merchant_tokens
+
+    async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None:
+        token = self._tokens.get(merchant_id)
+        if token is None:
+            return None
+        try:
+            async with self._session.get(
+                f"{self._base}/payments/{payment_id}", headers={"Authorization": f"Bearer {token}"}
+            ) as response:
+                if response.status == 404:
+                    return None
+                found = await _answer("payment-state", response)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ServiceError("payment-state", 503, "unavailable", type(exc).__name__) from None
+        return found if isinstance(found, dict) else None
+
+
+def parse_merchant_tokens(text: str, source: str) -> dict[str, str]:
+    """Lines ``<merchant_id> <token>`` (``#`` comments); a malformed line refuses the file, naming
+    the line, never its token."""
+    tokens: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or len(parts[1]) < 16:
+            raise ValueError(f"{source}:{number}: expected '<merchant_id> <token of 16+ characters>'")
+        tokens[parts[0]] = parts[1]
+    return tokens

@@ -1,0 +1,68 @@
+"""What the console needs from the world: its own store (operators, sessions, audit) and the
+services' HTTP APIs. Each service port answers with the service's JSON, or ``ServiceError`` with
+the status and the service's own error (shown to the operator as it is)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from ops_console.domain.operators import Operator
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    operator: Operator
+    csrf_token: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    id: int
+    at: datetime
+    operator: str
+    action: str
+    target: str
+    reason: str
+    outcome: str
+    detail: dict[str, Any]
+
+
+class ServiceError(Exception):
+    """A service said no (4xx), or could not be reached (status 503, ``error`` unavailable)."""
+
+    def __init__(self, service: str, status: int, error: str, detail: str) -> None:
+        super().__init__(f"{service}: {status} {error}: {detail}")
+        self.service, self.status, self.error, self.detail = service, status, error, detail
+
+
+class ConsoleStore(Protocol):
+    async def password_hash(self, username: str) -> str | None: ...
+    async def operator(self, username: str) -> Operator | None: ...
+    async def add_operator(self, operator: Operator, password_hash: str) -> None: ...
+    async def operators(self) -> list[Operator]: ...
+    async def open_session(self, token_sha256: bytes, username: str, csrf: str, ttl_s: int) -> None: ...
+    async def session(self, token_sha256: bytes) -> Session | None: ...
+    async def close_session(self, token_sha256: bytes) -> None: ...
+    async def audit(
+        self, operator: str, action: str, target: str, reason: str, outcome: str, detail: dict[str, Any]
+    ) -> None: ...
+    async def audit_entries(
+        self, *, operator: str | None, target: str | None, limit: int
+    ) -> list[AuditEntry]: ...
+
+
+class Reconciler(Protocol):
+    """The reconciler's /v1 API, called for ``operator``."""
+
+    async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any: ...
+    async def post(self, operator: Operator, path: str, body: dict[str, Any]) -> Any: ...
+
+
+class Payments(Protocol):
+    """payment-state's read API with the merchant tokens the console holds: a payment is found
+    only under a merchant the operator may see (the service answers 404 for any other)."""
+
+    async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None: ...

@@ -1,0 +1,55 @@
+"""The console's permissions, one per kind of act (seed 004 Langkah 8), and what each means at the
+services the console calls. An operator holds a set of them; a page or a form names the one it
+needs, and the console asserts only the service permissions that follow from what the operator
+holds (the service checks again: the console is never trusted with more than its own token)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class Permission(StrEnum):
+    VIEW = "view"  # search deposits, read cases, runs and the audit
+    CASE_WORK = "case_work"  # acknowledge or reopen a case
+    REFUND = "refund"
+    LEDGER_READ = "ledger_read"
+    REPAIR_PROPOSE = "repair_propose"
+    REPAIR_APPROVE = "repair_approve"
+    WITHDRAWAL_APPROVE = "withdrawal_approve"
+    DEADLETTER_REPLAY = "deadletter_replay"
+
+
+ALL: Final = frozenset(Permission)
+
+# what an operator's console permission becomes at each service (backbone.tokens permissions)
+RECONCILER: Final[dict[Permission, str]] = {
+    Permission.VIEW: "cases:view",
+    Permission.CASE_WORK: "cases:work",
+    Permission.REPAIR_PROPOSE: "repairs:propose",
+    Permission.REPAIR_APPROVE: "repairs:approve",
+}
+
+
+class UnknownPermission(ValueError):
+    pass
+
+
+def parse(names: str) -> frozenset[Permission]:
+    """``view,repair_propose`` → the permissions; an unknown name is refused, naming it."""
+    found = set()
+    for raw in names.split(","):
+        name = raw.strip()
+        if not name:
+            continue
+        try:
+            found.add(Permission(name))
+        except ValueError:
+            known = ", ".join(sorted(ALL))
+            raise UnknownPermission(f"unknown permission {name!r} (known: {known})") from None
+    return frozenset(found)
+
+
+def at_service(held: frozenset[Permission], mapping: dict[Permission, str]) -> str:
+    """The ``X-Operator-Permissions`` header value for one service."""
+    return ",".join(sorted(mapping[p] for p in held if p in mapping))

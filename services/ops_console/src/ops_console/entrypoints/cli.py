@@ -1,0 +1,164 @@
+"""``python -m ops_console``: the console's processes and its operators.
+
+serve                         the web application (CONSOLE_* settings, README)
+migrate                       the backbone's and the console's migrations on DATABASE_URL
+users add NAME --permissions view,repair_propose [--merchant m1 ...] [--display-name ...]
+                              the password from standard input (one line), never an argument
+users list | users disable NAME
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated, Final, TypeVar
+
+import typer
+from backbone.health import Health
+from backbone.logs import configure_logging
+from backbone.postgres.migrations import MigrationSource, backbone_source, migrate
+from backbone.settings import SettingsError, load_settings
+from psycopg_pool import AsyncConnectionPool
+from rich.console import Console as Rich
+from rich.table import Table
+
+from ops_console.adapters.pg_store import PgConsoleStore
+from ops_console.adapters.services_http import PaymentsClient, ReconcilerClient, parse_merchant_tokens
+from ops_console.domain import permissions
+from ops_console.domain.operators import BadOperator, Operator, check_username, hash_password
+from ops_console.entrypoints.web import Console
+from ops_console.entrypoints.web import serve as run
+from ops_console.settings import SERVICE_NAME, CliSettings, ConsoleSettings
+
+T = TypeVar("T")
+MIGRATIONS: Final = Path(__file__).resolve().parents[3] / "migrations"
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+users = typer.Typer(no_args_is_help=True, help="local operators (development; production: SSO)")
+app.add_typer(users, name="users")
+out, err = Rich(), Rich(stderr=True)
+
+
+def _load(cls: type[T]) -> T:
+    try:
+        return load_settings(cls)
+    except SettingsError as exc:
+        err.print(str(exc))
+        raise typer.Exit(2) from None
+
+
+@app.command(name="migrate")
+def migrate_command() -> None:
+    """Apply the backbone's and the console's migrations (as the database's owner)."""
+    settings = _load(CliSettings)
+    applied = migrate(
+        settings.database_url.reveal(), [backbone_source(), MigrationSource("ops_console", MIGRATIONS)]
+    )
+    out.print_json(data={"applied": applied})
+
+
+@app.command()
+def serve() -> None:
+    """The web application, until SIGTERM."""
+    settings = _load(ConsoleSettings)
+    merchant_tokens: dict[str, str] = {}
+    if settings.merchant_tokens_file is not None:
+        try:
+            merchant_tokens = parse_merchant_tokens(
+                settings.merchant_tokens_file.read_text(), str(settings.merchant_tokens_file)
+            )
+        except (OSError, ValueError) as exc:
+            err.print(f"CONSOLE_MERCHANT_TOKENS_FILE: {exc}")
+            raise typer.Exit(2) from None
+    configure_logging(SERVICE_NAME)
+    pool = AsyncConnectionPool(
+        settings.database_url.reveal(), min_size=1, max_size=settings.pool_size_max, open=False
+    )
+    timeout = float(settings.service_timeout_s)
+    recon = ReconcilerClient(settings.reconciler_url, settings.reconciler_token.reveal(), timeout)
+    payments = (
+        PaymentsClient(settings.payment_state_url, merchant_tokens, timeout)
+        if settings.payment_state_url
+        else None
+    )
+    clients = [c for c in (recon, payments) if c is not None]
+    web_app = Console(settings, PgConsoleStore(pool), recon, payments, Health.configured()).app()
+
+    async def start(_: object) -> None:
+        await pool.open(wait=False)  # fills in the background; /readyz says when
+        for client in clients:
+            await client.start()
+
+    async def stop(_: object) -> None:
+        for client in clients:
+            await client.close()
+        await pool.close()
+
+    web_app.on_startup.append(start)
+    web_app.on_cleanup.append(stop)
+    run(web_app, settings)
+
+
+def _store_call(fn_name: str, *args: object) -> object:
+    settings = _load(CliSettings)
+
+    async def go() -> object:
+        async with AsyncConnectionPool(settings.database_url.reveal(), min_size=1, max_size=1) as pool:
+            return await getattr(PgConsoleStore(pool), fn_name)(*args)
+
+    return asyncio.run(go())
+
+
+@users.command("add")
+def users_add(
+    name: str,
+    permission_list: Annotated[
+        str, typer.Option("--permissions", help="comma-separated: " + ",".join(sorted(permissions.ALL)))
+    ],
+    merchant: Annotated[
+        list[str] | None, typer.Option("--merchant", help="a merchant whose payments they may see")
+    ] = None,
+    display_name: Annotated[str | None, typer.Option(help="shown in the console")] = None,
+) -> None:
+    """Add an operator, or replace one's password, permissions and merchants (password on stdin)."""
+    password = sys.stdin.readline().rstrip("\n")
+    try:
+        username = check_username(name)
+        granted = permissions.parse(permission_list)
+        hashed = hash_password(password)
+    except (BadOperator, permissions.UnknownPermission) as exc:
+        err.print(str(exc))
+        raise typer.Exit(2) from None
+    operator = Operator(username, display_name or username, granted, tuple(merchant or ()))
+    _store_call("add_operator", operator, hashed)
+    out.print(f"operator {username}: {', '.join(sorted(granted)) or 'no permissions'}")
+
+
+@users.command("list")
+def users_list() -> None:
+    """Every operator who may log in, with their permissions."""
+    table = Table("name", "display name", "permissions", "merchants")
+    found = _store_call("operators")
+    assert isinstance(found, list)
+    for op in found:
+        table.add_row(
+            op.username, op.display_name, ", ".join(sorted(op.permissions)), ", ".join(op.merchants)
+        )
+    out.print(table)
+
+
+@users.command("disable")
+def users_disable(name: str) -> None:
+    """Disable an operator and close their sessions at once."""
+    if not _store_call("disable", name):
+        err.print(f"no operator {name}")
+        raise typer.Exit(1)
+    out.print(f"operator {name} disabled; their sessions are closed")
+
+
+def main() -> int:
+    try:
+        app()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0

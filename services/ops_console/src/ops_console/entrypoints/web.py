@@ -1,0 +1,551 @@
+"""The console's web application (aiohttp + aiohttp-jinja2, server-rendered, no scripts).
+
+Every request passes one middleware (``_gate``), in this order: security headers on every answer;
+public routes (``/login``, ``/static``, ``/healthz`` ``/readyz`` ``/metrics``) pass; any other
+route needs an open session (a page redirects to ``/login``, anything else is 401); every POST must
+carry the session's CSRF token (the login form its own double-submit token), else 403 and nothing
+happens; the route's permission (``needs``) is checked, and a refusal is a 403 page *and* an audit
+entry. Card data anywhere in a request is refused before all of it (``backbone.http``).
+Templates autoescape everything; forms' bad values are shown back with the reason and change
+nothing; a service's refusal is shown as the service said it.
+
+    GET  /login, POST /login, POST /logout
+    GET  /search?q=<payment id>                                  view
+    GET  /cases?status=&date=&class=                             view
+    GET  /cases/{id}                                             view
+    POST /cases/{id}/acknowledge   note                          case_work
+    POST /cases/{id}/repairs       repair_type reason [amount currency mt5_login]   repair_propose
+    POST /repairs/{id}/approve     case_id command_digest        repair_approve
+    POST /repairs/{id}/reject      case_id reason                repair_approve
+    GET  /runs?date=                                             view
+    GET  /audit?operator=&target=                                view
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import date, time
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Final, TypeVar
+from zoneinfo import ZoneInfo
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+from backbone.health import Health, aiohttp_routes
+from backbone.http import service_app, watch
+from backbone.logs import get_logger
+from backbone.money import MoneyError, currency_exponent, from_decimal
+from backbone.outage import Dependency
+
+from ops_console.adapters.pg_store import PgConsoleStore
+from ops_console.application import auth
+from ops_console.application.ports import Payments, Reconciler, ServiceError, Session
+from ops_console.domain import display
+from ops_console.domain.permissions import Permission
+from ops_console.settings import SERVICE_NAME, ConsoleSettings
+
+log = get_logger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+HERE: Final = Path(__file__).resolve().parents[1]
+COOKIE: Final = "console_session"
+LOGIN_CSRF: Final = "console_login_csrf"
+PUBLIC: Final = ("/login", "/static/", "/healthz", "/readyz", "/metrics", "/favicon.ico")
+FORM_MAX: Final = 64 * 1024
+NOTE_MAX: Final = 500
+REPAIR_TYPES: Final = ("close", "post_journal", "mt5_credit", "mt5_debit", "apply_provider_fact")
+CASE_STATUSES: Final = ("open", "acknowledged", "resolved")
+ID_RE: Final = re.compile(r"[1-9][0-9]{0,17}")
+SEARCH_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
+DONE: Final = {  # the only texts a redirect may ask a page to show
+    "acknowledged": "Case acknowledged.",
+    "proposed": "Repair proposed: a second operator must approve it.",
+    "approved": "Repair approved and sent.",
+    "rejected": "Repair rejected.",
+}
+HEADERS: Final = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self';"
+    " frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class FormError(Exception):
+    """A form's value is wrong: shown next to the form, nothing sent anywhere."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def needs(permission: Permission) -> Callable[[F], F]:
+    """Mark a handler with the permission it needs; the gate checks it before the handler runs."""
+
+    def mark(handler: F) -> F:
+        handler.__dict__["permission"] = permission
+        return handler
+
+    return mark
+
+
+class Console:
+    def __init__(
+        self,
+        settings: ConsoleSettings,
+        store: PgConsoleStore,
+        reconciler: Reconciler,
+        payments: Payments | None,
+        health: Health,
+    ) -> None:
+        self._s, self._store, self._recon, self._payments, self._health = (
+            settings,
+            store,
+            reconciler,
+            payments,
+            health,
+        )
+        self._clock = display.Clock(ZoneInfo(settings.timezone), time.fromisoformat(settings.business_cutoff))
+        self._database = Dependency("database", SERVICE_NAME, health, up=False)
+
+    def app(self) -> web.Application:
+        app = service_app(middlewares=[self._gate], client_max_size=FORM_MAX, database=self._database)
+        env = aiohttp_jinja2.setup(
+            app,
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+            undefined=jinja2.StrictUndefined,
+        )
+        env.filters["money"] = display.money
+        env.filters["when"] = self._clock.show
+        env.filters["tone"] = display.tone
+        env.globals["timezone"] = self._s.timezone
+        app.add_routes(aiohttp_routes(self._health))
+        app.router.add_static("/static/", HERE / "static")
+        app.add_routes(
+            [
+                web.get("/", self.home),
+                web.get("/login", self.login_page),
+                web.post("/login", self.login),
+                web.post("/logout", self.logout),
+                web.get("/search", self.search),
+                web.get("/cases", self.cases),
+                web.get("/cases/{case_id}", self.case),
+                web.post("/cases/{case_id}/acknowledge", self.acknowledge),
+                web.post("/cases/{case_id}/repairs", self.propose),
+                web.post("/repairs/{repair_id}/approve", self.approve),
+                web.post("/repairs/{repair_id}/reject", self.reject),
+                web.get("/runs", self.runs),
+                web.get("/audit", self.audit),
+            ]
+        )
+        watch(app, self._health, self._store.ping, self._database)
+        return app
+
+    # -- the one gate --------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            response = await self._checked(request, handler)
+        except web.HTTPException as exc:  # redirects and plain 4xx: the same headers
+            for name, value in HEADERS.items():
+                exc.headers.setdefault(name, value)
+            raise
+        for name, value in HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    async def _checked(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith(PUBLIC) or request.path in PUBLIC:
+            if request.method == "POST" and request.path == "/login":
+                form = await request.post()
+                sent = form.get("csrf")
+                if not isinstance(sent, str) or not secrets.compare_digest(
+                    sent.encode(), request.cookies.get(LOGIN_CSRF, "-").encode()
+                ):
+                    return await self._login_form(request, "The form expired: please try again.", 403)
+            return await handler(request)
+        session = await auth.current(self._store, request.cookies.get(COOKIE))
+        if session is None:
+            if request.method == "GET":
+                raise web.HTTPSeeOther("/login")
+            return web.Response(status=401, text="log in first")
+        request["session"] = session
+        if request.method == "POST":
+            form = await request.post()
+            sent = form.get("csrf")
+            if not auth.csrf_matches(session, sent if isinstance(sent, str) else None):
+                await self._audit(session, "csrf", request.path, "refused", "the form's CSRF token is wrong")
+                return self._page(request, "refused.html", {"why": "The form is stale or forged."}, 403)
+        permission = getattr(request.match_info.handler, "permission", None)
+        if permission is not None and not session.operator.may(permission):
+            await self._audit(session, "forbidden", request.path, "refused", f"needs {permission.value}")
+            return self._page(
+                request, "refused.html", {"why": f"You need the {permission.value} permission."}, 403
+            )
+        return await handler(request)
+
+    def _page(
+        self, request: web.Request, template: str, context: dict[str, Any], status: int = 200
+    ) -> web.Response:
+        session: Session | None = request.get("session")
+        base = {"me": session.operator if session else None, "csrf": session.csrf_token if session else ""}
+        return aiohttp_jinja2.render_template(template, request, {**base, **context}, status=status)
+
+    async def _audit(
+        self, session: Session, action: str, target: str, outcome: str, reason: str = "", **detail: Any
+    ) -> None:
+        await self._store.audit(session.operator.username, action, target, reason, outcome, detail)
+
+    # -- login ---------------------------------------------------------------------------------------
+
+    async def home(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPSeeOther("/cases")
+
+    async def login_page(self, request: web.Request) -> web.StreamResponse:
+        return await self._login_form(request, "", 200)
+
+    async def _login_form(self, request: web.Request, error: str, status: int) -> web.Response:
+        # one token per browser until it logs in: a second tab (or the browser's own favicon
+        # request landing here) must not invalidate the form already on screen
+        kept = request.cookies.get(LOGIN_CSRF, "")
+        token = kept if re.fullmatch(r"[A-Za-z0-9_-]{32}", kept) else secrets.token_urlsafe(24)
+        response = self._page(request, "login.html", {"error": error, "login_csrf": token}, status)
+        response.set_cookie(
+            LOGIN_CSRF, token, httponly=True, samesite="Strict", secure=self._s.cookie_secure, max_age=1800
+        )
+        return response
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        username, password = str(form.get("username", "")), str(form.get("password", ""))
+        logged = (
+            await auth.login(self._store, username, password, self._s.session_ttl_s)
+            if username and password
+            else None
+        )
+        if logged is None:
+            return await self._login_form(request, "Wrong name or password.", 401)
+        response = web.HTTPSeeOther("/cases")
+        response.set_cookie(
+            COOKIE,
+            logged.cookie,
+            httponly=True,
+            samesite="Strict",
+            secure=self._s.cookie_secure,
+            max_age=self._s.session_ttl_s,
+        )
+        response.del_cookie(LOGIN_CSRF)
+        return response
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        session: Session = request["session"]
+        await auth.logout(self._store, request.cookies[COOKIE], session.operator.username)
+        response = web.HTTPSeeOther("/login")
+        response.del_cookie(COOKIE)
+        return response
+
+    # -- pages ---------------------------------------------------------------------------------------
+
+    @needs(Permission.VIEW)
+    async def search(self, request: web.Request) -> web.StreamResponse:
+        session: Session = request["session"]
+        q = request.query.get("q", "").strip()
+        found: list[dict[str, Any]] = []
+        error = ""
+        if q and SEARCH_RE.fullmatch(q) is None:
+            error = "Search by a payment id: letters, digits and _ . : - only, up to 100."
+        elif q and self._payments is None:
+            error = "Deposit search is not configured (CONSOLE_PAYMENT_STATE_URL)."
+        elif q and self._payments is not None:
+            try:
+                for merchant in session.operator.merchants:
+                    payment = await self._payments.payment(merchant, q)
+                    if payment is not None:
+                        found.append({"merchant": merchant, "payment": payment})
+            except ServiceError as exc:
+                error = f"{exc.service} did not answer: {exc.detail or exc.error}"
+            if not found and not error:
+                mine = ", ".join(session.operator.merchants) or "none"
+                error = f"No payment {q} under your merchants ({mine})."
+        return self._page(request, "search.html", {"q": q, "found": found, "error": error})
+
+    @needs(Permission.VIEW)
+    async def cases(self, request: web.Request) -> web.StreamResponse:
+        session: Session = request["session"]
+        status, day, klass = (request.query.get(k, "") for k in ("status", "date", "class"))
+        error, rows = "", []
+        query: dict[str, str] = {"limit": "200"}
+        try:
+            if status:
+                if status not in CASE_STATUSES:
+                    raise FormError(f"status must be one of {', '.join(CASE_STATUSES)}")
+                query["status"] = status
+            if day:
+                query["date"] = _date(day)
+            if klass:
+                if re.fullmatch(r"[a-z_]{1,60}", klass) is None:
+                    raise FormError("class: a case class such as internal_only")
+                query["class"] = klass
+            rows = (await self._recon.get(session.operator, "/v1/cases", query))["cases"]
+        except FormError as exc:
+            error = str(exc)
+        except ServiceError as exc:
+            error = _said(exc)
+        context = {
+            "cases": rows,
+            "status": status,
+            "day": day,
+            "klass": klass,
+            "error": error,
+            "statuses": CASE_STATUSES,
+        }
+        return self._page(
+            request, "cases.html", context, 400 if error.startswith(("status", "date", "class")) else 200
+        )
+
+    @needs(Permission.VIEW)
+    async def case(self, request: web.Request) -> web.StreamResponse:
+        return await self._case_page(request, _path_id(request, "case_id"))
+
+    async def _case_page(
+        self, request: web.Request, case_id: int, error: str = "", status: int = 200
+    ) -> web.StreamResponse:
+        session: Session = request["session"]
+        try:
+            found = await self._recon.get(session.operator, f"/v1/cases/{case_id}")
+            audit = (await self._recon.get(session.operator, "/v1/audit", {"target": f"case:{case_id}"}))[
+                "audit"
+            ]
+            for repair in found.get("repairs", []):
+                audit += (
+                    await self._recon.get(session.operator, "/v1/audit", {"target": f"repair:{repair['id']}"})
+                )["audit"]
+        except ServiceError as exc:
+            if exc.status == 404:
+                raise web.HTTPNotFound(text="no such case") from None
+            return self._page(request, "refused.html", {"why": _said(exc)}, exc.status)
+        audit.sort(key=lambda a: a.get("id", 0))
+        context = {
+            "case": found,
+            "grid": display.side_by_side(found.get("evidence") or {}, self._clock),
+            "audit": audit,
+            "repair_types": REPAIR_TYPES,
+            "error": error,
+            "done": DONE.get(request.query.get("done", ""), ""),
+        }
+        return self._page(request, "case.html", context, status)
+
+    @needs(Permission.VIEW)
+    async def runs(self, request: web.Request) -> web.StreamResponse:
+        session: Session = request["session"]
+        day, error, rows = request.query.get("date", ""), "", []
+        try:
+            rows = (await self._recon.get(session.operator, "/v1/runs", {"date": _date(day)} if day else {}))[
+                "runs"
+            ]
+        except FormError as exc:
+            error = str(exc)
+        except ServiceError as exc:
+            error = _said(exc)
+        return self._page(
+            request,
+            "runs.html",
+            {"runs": rows, "day": day, "error": error},
+            400 if error.startswith("date") else 200,
+        )
+
+    @needs(Permission.VIEW)
+    async def audit(self, request: web.Request) -> web.StreamResponse:
+        operator = request.query.get("operator") or None
+        target = request.query.get("target") or None
+        for value in (operator, target):
+            if value is not None and len(value) > 200:
+                return self._page(
+                    request, "refused.html", {"why": "operator and target: up to 200 characters"}, 400
+                )
+        entries = await self._store.audit_entries(operator=operator, target=target, limit=200)
+        return self._page(
+            request, "audit.html", {"entries": entries, "operator": operator or "", "target": target or ""}
+        )
+
+    # -- acts ----------------------------------------------------------------------------------------
+
+    @needs(Permission.CASE_WORK)
+    async def acknowledge(self, request: web.Request) -> web.StreamResponse:
+        case_id = _path_id(request, "case_id")
+        form = await request.post()
+        return await self._act(
+            request,
+            case_id,
+            "acknowledge",
+            f"case:{case_id}",
+            lambda: {"note": _reason(form.get("note"), "note")},
+            f"/v1/cases/{case_id}/acknowledge",
+            "acknowledged",
+        )
+
+    @needs(Permission.REPAIR_PROPOSE)
+    async def propose(self, request: web.Request) -> web.StreamResponse:
+        case_id = _path_id(request, "case_id")
+        form = await request.post()
+
+        def body() -> dict[str, Any]:
+            kind = str(form.get("repair_type", ""))
+            if kind not in REPAIR_TYPES:
+                raise FormError(f"repair type must be one of {', '.join(REPAIR_TYPES)}")
+            out: dict[str, Any] = {"repair_type": kind, "reason": _reason(form.get("reason"), "reason")}
+            amount, currency = (
+                str(form.get("amount", "")).strip(),
+                str(form.get("currency", "")).strip().upper(),
+            )
+            if amount or currency:
+                out["currency"] = currency
+                out["amount_minor"] = _amount_minor(amount, currency)
+            login = str(form.get("mt5_login", "")).strip()
+            if login:
+                if re.fullmatch(r"[1-9][0-9]{0,18}", login) is None:
+                    raise FormError("MT5 login: a positive whole number")
+                out["mt5_login"] = int(login)
+            return out
+
+        return await self._act(
+            request,
+            case_id,
+            "propose_repair",
+            f"case:{case_id}",
+            body,
+            f"/v1/cases/{case_id}/repairs",
+            "proposed",
+        )
+
+    @needs(Permission.REPAIR_APPROVE)
+    async def approve(self, request: web.Request) -> web.StreamResponse:
+        repair_id = _path_id(request, "repair_id")
+        form = await request.post()
+        case_id = _form_id(form.get("case_id"))
+
+        def body() -> dict[str, Any]:
+            digest = str(form.get("command_digest", ""))
+            if re.fullmatch(r"[0-9a-f]{64}", digest) is None:
+                raise FormError("the approval must name the command's digest you saw")
+            return {"command_digest": digest}
+
+        return await self._act(
+            request,
+            case_id,
+            "approve_repair",
+            f"repair:{repair_id}",
+            body,
+            f"/v1/repairs/{repair_id}/approve",
+            "approved",
+        )
+
+    @needs(Permission.REPAIR_APPROVE)
+    async def reject(self, request: web.Request) -> web.StreamResponse:
+        repair_id = _path_id(request, "repair_id")
+        form = await request.post()
+        case_id = _form_id(form.get("case_id"))
+        return await self._act(
+            request,
+            case_id,
+            "reject_repair",
+            f"repair:{repair_id}",
+            lambda: {"reason": _reason(form.get("reason"), "reason")},
+            f"/v1/repairs/{repair_id}/reject",
+            "rejected",
+        )
+
+    async def _act(
+        self,
+        request: web.Request,
+        case_id: int,
+        action: str,
+        target: str,
+        body: Callable[[], dict[str, Any]],
+        path: str,
+        done: str,
+    ) -> web.StreamResponse:
+        """Validate the form, call the service for the operator, audit what happened (ok, refused by
+        the form, refused by the service), then show the case again."""
+        session: Session = request["session"]
+        try:
+            payload = body()
+        except FormError as exc:
+            await self._audit(session, action, target, "refused", str(exc))
+            return await self._case_page(request, case_id, str(exc), 400)
+        reason = str(payload.get("reason") or payload.get("note") or "")
+        try:
+            answer = await self._recon.post(session.operator, path, payload)
+        except ServiceError as exc:
+            outcome = "failed" if exc.status >= 500 else "refused"
+            said = f"{exc.service}: {exc.detail or exc.error}"
+            why = f"{reason} | {said}" if reason else said
+            await self._audit(session, action, target, outcome, why, service_error=exc.error)
+            return await self._case_page(
+                request, case_id, _said(exc), exc.status if exc.status < 500 else 502
+            )
+        await self._audit(session, action, target, "ok", reason, answer=answer)
+        raise web.HTTPSeeOther(f"/cases/{case_id}?done={done}")
+
+
+def _said(exc: ServiceError) -> str:
+    if exc.status >= 500:
+        return f"The {exc.service} did not answer ({exc.detail or exc.error}); nothing was changed."
+    return f"The {exc.service} refused: {exc.detail or exc.error}"
+
+
+def _path_id(request: web.Request, name: str) -> int:
+    raw = request.match_info[name]
+    if ID_RE.fullmatch(raw) is None:
+        raise web.HTTPBadRequest(text=f"{name} must be a positive whole number")
+    return int(raw)
+
+
+def _form_id(value: object) -> int:
+    if not isinstance(value, str) or ID_RE.fullmatch(value) is None:
+        raise web.HTTPBadRequest(text="case_id must be a positive whole number")
+    return int(value)
+
+
+def _date(value: str) -> str:
+    try:
+        return date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise FormError("date must be YYYY-MM-DD") from None
+
+
+def _reason(value: object, name: str) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    if not text or len(text) > NOTE_MAX:
+        raise FormError(f"{name}: say why, 1-{NOTE_MAX} characters")
+    return text
+
+
+def _amount_minor(amount: str, currency: str) -> int:
+    """``500.00`` in ``USD`` → 50000: what a person types, in the currency's own digits."""
+    try:
+        digits = currency_exponent(currency)
+    except MoneyError:
+        raise FormError(f"currency: an ISO 4217 code such as USD (got {currency[:10]!r})") from None
+    try:
+        value = Decimal(amount)
+    except InvalidOperation:
+        raise FormError("amount: a number such as 500.00") from None
+    if not value.is_finite() or value <= 0:
+        raise FormError("amount: more than zero")
+    try:
+        return from_decimal(value, digits)
+    except MoneyError as exc:
+        raise FormError(f"amount: {exc}") from None
+
+
+def serve(app: web.Application, settings: ConsoleSettings) -> None:
+    """Run until SIGTERM/SIGINT (aiohttp finishes the requests in flight)."""
+    log.info("console.starting", host=settings.http_host, port=settings.http_port)
+    web.run_app(app, host=settings.http_host, port=settings.http_port, access_log=None, print=None)

@@ -1,0 +1,71 @@
+"""The console's settings, from the environment (every NAME may come from NAME_FILE), parsed once,
+failing fast with the variable's name. README "Configuration" lists them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import time
+from pathlib import Path
+from typing import Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from backbone.settings import Secret, setting
+
+SERVICE_NAME: Final = "ops-console"
+
+
+def _zone(value: str) -> None:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError("not an IANA time zone") from None
+
+
+def _cutoff(value: str) -> None:
+    time.fromisoformat(value)
+
+
+def _positive(value: int) -> None:
+    if value <= 0:
+        raise ValueError("must be positive")
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    database_url: Secret = setting("DATABASE_URL", secret=True, doc="the console's own database")
+    reconciler_url: str = setting("CONSOLE_RECONCILER_URL", doc="the reconciler's API")
+    reconciler_token: Secret = setting(
+        "CONSOLE_RECONCILER_TOKEN",
+        secret=True,
+        doc="the console's token at the reconciler (granted operators:assert and what it may pass on)",
+    )
+    http_host: str = setting("CONSOLE_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
+    http_port: int = setting("CONSOLE_HTTP_PORT", 8087)
+    payment_state_url: str | None = setting(
+        "CONSOLE_PAYMENT_STATE_URL", None, doc="payment-state's API; unset: no deposit search"
+    )
+    merchant_tokens_file: Path | None = setting(
+        "CONSOLE_MERCHANT_TOKENS_FILE", None, doc="lines '<merchant_id> <token>' for payment-state"
+    )
+    timezone: str = setting("CONSOLE_TIMEZONE", "UTC", doc="every time on every page", check=_zone)
+    business_cutoff: str = setting(
+        "CONSOLE_BUSINESS_CUTOFF",
+        "00:00",
+        doc="HH:MM local: later belongs to the next business day",
+        check=_cutoff,
+    )
+    session_ttl_s: int = setting(
+        "CONSOLE_SESSION_TTL_S", 8 * 3600, doc="a login lasts this long", check=_positive
+    )
+    cookie_secure: bool = setting(
+        "CONSOLE_COOKIE_SECURE", True, doc="Secure cookies (HTTPS); false only for http://127.0.0.1 in dev"
+    )
+    service_timeout_s: int = setting(
+        "CONSOLE_SERVICE_TIMEOUT_S", 10, doc="bound on one call to a service", check=_positive
+    )
+    pool_size_max: int = setting("CONSOLE_DB_POOL_SIZE_MAX", 4, doc="database connections")
+
+
+@dataclass(frozen=True)
+class CliSettings:
+    database_url: Secret = setting("DATABASE_URL", secret=True, doc="the console's own database")

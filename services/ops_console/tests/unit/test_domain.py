@@ -1,0 +1,105 @@
+"""The console's domain: permissions and what they become at a service, operators' names and
+passwords, and how amounts, times and a case's records are shown."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time
+from zoneinfo import ZoneInfo
+
+import pytest
+from ops_console.domain import display, permissions
+from ops_console.domain.operators import BadOperator, check_username, hash_password, password_matches
+from ops_console.domain.permissions import Permission
+
+UTC_CLOCK = display.Clock(ZoneInfo("UTC"), time(0))
+
+
+def test_permissions_parse_and_map_to_the_reconciler() -> None:
+    """A list of names parses to permissions (an unknown one refused, named); only the ones the
+    reconciler knows become its permission names, never more than the operator holds."""
+    held = permissions.parse("view, repair_approve,refund")
+    assert held == {Permission.VIEW, Permission.REPAIR_APPROVE, Permission.REFUND}
+    assert permissions.at_service(held, permissions.RECONCILER) == "cases:view,repairs:approve"
+    assert permissions.at_service(frozenset(), permissions.RECONCILER) == ""
+    with pytest.raises(permissions.UnknownPermission, match="'admin'"):
+        permissions.parse("view,admin")
+
+
+def test_usernames_and_passwords() -> None:
+    """Names are short lowercase identifiers; passwords 12+ characters, stored as argon2id hashes
+    that verify only the right password; an unknown operator (no hash) never matches."""
+    assert check_username("alice.b") == "alice.b"
+    for bad in ("A", "1abc", "al ice", "x" * 33, "bob<b>"):
+        with pytest.raises(BadOperator):
+            check_username(bad)
+    with pytest.raises(BadOperator, match="12-256"):
+        hash_password("short")
+    stored = hash_password("correct horse battery staple")
+    assert stored.startswith("$argon2id$")
+    assert password_matches(stored, "correct horse battery staple")
+    assert not password_matches(stored, "correct horse battery stapler")
+    assert not password_matches(None, "correct horse battery staple")
+    assert not password_matches("not a hash", "correct horse battery staple")
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency", "shown"),
+    [
+        (50000, "USD", "500.00 USD"),
+        (123456789, "USD", "1,234,567.89 USD"),
+        (1500, "JPY", "1,500 JPY"),
+        (1234, "KWD", "1.234 KWD"),
+        (-250, "EUR", "-2.50 EUR"),
+        (5, "ZZZ", "5 (minor units) ZZZ"),
+        ("5", "USD", "5 USD"),
+    ],
+)
+def test_money_in_its_currency(amount: object, currency: str, shown: str) -> None:
+    """Amounts are shown in their currency's own digits; what is not money is shown as it is."""
+    assert display.money(amount, currency) == shown
+
+
+def test_times_in_one_zone_with_the_business_date() -> None:
+    """Every time is shown in the console's zone with its business date; after the cut-off a
+    time belongs to the next business day."""
+    at = datetime(2026, 11, 30, 22, 30, tzinfo=UTC)
+    assert UTC_CLOCK.show(at) == "2026-11-30 22:30:00 UTC (bd 2026-11-30)"
+    late = display.Clock(ZoneInfo("Asia/Kuala_Lumpur"), time(22, 0))
+    assert late.show(at) == "2026-12-01 06:30:00 +08 (bd 2026-12-01)"
+    assert late.show(datetime(2026, 11, 30, 14, 30, tzinfo=UTC)) == "2026-11-30 22:30:00 +08 (bd 2026-12-01)"
+    assert UTC_CLOCK.show(1796032802000) == "2026-11-30 10:00:02 UTC (bd 2026-11-30)"
+    assert UTC_CLOCK.show("2026-12-02 14:58:55.555532+00:00") == "2026-12-02 14:58:55 UTC (bd 2026-12-02)"
+    assert UTC_CLOCK.show(None) == ""
+    assert UTC_CLOCK.show("pay-1") == "pay-1"
+
+
+def test_records_side_by_side_mark_what_differs() -> None:
+    """Each record is a column; a compared field whose values differ (amount, login) is marked,
+    one that agrees or that only one record has is not; amounts show in their currency; a list
+    of records (two deals) becomes one column each."""
+    grid = display.side_by_side(
+        {
+            "payment": {"amount_minor": 50000, "currency": "USD", "mt5_login": 1001, "payment_id": "pay-1"},
+            "settlement": {"amount_minor": 49000, "currency": "USD", "payment_id": "pay-1"},
+            "deals": [{"mt5_login": 1002, "comment": "dep:1"}],
+        },
+        UTC_CLOCK,
+    )
+    assert grid.records == ("payment", "settlement", "deals[0]")
+    rows = {field: (values, differs) for field, values, differs in grid.rows}
+    assert rows["amount_minor"] == (("500.00 USD", "490.00 USD", "—"), True)
+    assert rows["mt5_login"] == (("1001", "—", "1002"), True)
+    assert rows["currency"][1] is False and rows["payment_id"][1] is False
+    assert rows["comment"] == (("—", "—", "dep:1"), False)
+    assert grid.rows[0][0] == "amount_minor"  # the compared fields first
+
+
+def test_tones() -> None:
+    """States read at a glance: done is ok, in flight is wait, a person's attention, money at risk."""
+    assert [display.tone(s) for s in ("CAPTURED", "AUTHORIZED", "UNKNOWN", "open", "weird")] == [
+        "ok",
+        "wait",
+        "attention",
+        "bad",
+        "plain",
+    ]
