@@ -47,6 +47,14 @@ OPERATORS: Final = {
     "alice": ("system-operator-alice-0123456789", "cases:view,cases:work,repairs:propose,repairs:approve"),
     "bob": ("system-operator-bob-0123456789", "cases:view,cases:work,repairs:propose,repairs:approve"),
 }
+# the console's token at the reconciler (it acts for the operator who logged in) and its operators
+CONSOLE_TOKEN: Final = "system-console-token-0123456789"  # noqa: S105 - a test value
+CONSOLE_PASSWORD: Final = "system operator password"  # noqa: S105 - a test value
+CONSOLE_OPERATORS: Final = {  # name -> (console permissions, merchants)
+    "alice": ("view,case_work,repair_propose,repair_approve", MERCHANT),
+    "bob": ("view,case_work,repair_approve", MERCHANT),
+    "eve": ("view", "another-merchant"),
+}
 # mt5-credit's operators (withdrawals): the same people, their own tokens for this service
 CREDIT_OPERATORS: Final = {
     "alice": ("system-credit-alice-0123456789", "withdrawals:view,withdrawals:prepare,withdrawals:approve"),
@@ -101,6 +109,7 @@ class Urls:
     mt5_credit: str = ""
     ledger: str = ""
     reconciler: str = ""
+    console: str = ""
 
 
 @dataclass
@@ -114,6 +123,7 @@ class System:
     mt5: SimulatorProcess | None = None
     with_ledger: bool = True
     with_reconciler: bool = False  # its consumer, relay and API; runs are started with reconcile()
+    with_console: bool = False  # with the reconciler: the ops console, CONSOLE_OPERATORS logged in
     monitor_after_s: int | None = None  # with the reconciler: also its streaming monitor, N = this
     liveness_timeout_ms: int = 60_000  # HEALTH_LIVENESS_TIMEOUT_MS of every process
     health_ports: dict[str, int] = field(default_factory=dict)  # process -> HEALTH_PORT (no HTTP API)
@@ -244,6 +254,8 @@ class System:
             self._start_ledger()
         if self.with_reconciler:
             self._start_reconciler()
+            if self.with_console:
+                self._start_console()
         for name, url in (
             ("gateway-api", self.urls.gateway + "/healthz"),
             ("psp_sim", self.urls.psp + "/healthz"),
@@ -251,6 +263,7 @@ class System:
             ("mt5_credit", self.urls.mt5_credit + "/healthz"),
             *([("ledger", self.urls.ledger + "/healthz")] if self.with_ledger else []),
             *([("reconciler-api", self.urls.reconciler + "/healthz")] if self.with_reconciler else []),
+            *([("ops-console", self.urls.console + "/readyz")] if self.urls.console else []),
         ):
             wait_until(functools.partial(_answers, url), 60, f"{name} to answer", alive=self._all_alive)
 
@@ -370,6 +383,8 @@ class System:
                 f"{name} {grants} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
                 for name, (token, grants) in OPERATORS.items()
             )
+            + "console cases:view,cases:work,repairs:propose,repairs:approve,operators:assert"
+            f" sha256:{hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()}\n"
         )
         port = free_port()
         self.urls.reconciler = f"http://127.0.0.1:{port}"
@@ -390,6 +405,46 @@ class System:
                 "RECON_MONITOR_METRICS_PORT": str(free_port()),
             }
             self._run("reconciler-monitor", ["-m", "reconciler", "monitor"], monitor_env)
+
+    def _start_console(self) -> None:
+        url, port = self._db("ops_console"), free_port()
+        for name, (grants, merchant) in CONSOLE_OPERATORS.items():
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ops_console",
+                    "users",
+                    "add",
+                    name,
+                    "--permissions",
+                    grants,
+                    "--merchant",
+                    merchant,
+                    "--display-name",
+                    name.title(),
+                ],
+                input=CONSOLE_PASSWORD + "\n",
+                text=True,
+                env={**os.environ, "DATABASE_URL": url},
+                check=True,
+                capture_output=True,
+            )
+        merchants = self.workdir / "console-merchant-tokens"
+        merchants.write_text(f"{MERCHANT} {MERCHANT_TOKEN}\n")
+        merchants.chmod(0o600)
+        self.urls.console = f"http://127.0.0.1:{port}"
+        env = {
+            "DATABASE_URL": url,
+            "CONSOLE_HTTP_HOST": "127.0.0.1",
+            "CONSOLE_HTTP_PORT": str(port),
+            "CONSOLE_RECONCILER_URL": self.urls.reconciler,
+            "CONSOLE_RECONCILER_TOKEN": CONSOLE_TOKEN,
+            "CONSOLE_PAYMENT_STATE_URL": self.urls.payment_state,
+            "CONSOLE_MERCHANT_TOKENS_FILE": str(merchants),
+            "CONSOLE_COOKIE_SECURE": "false",  # plain http on 127.0.0.1
+        }
+        self._run("ops-console", ["-m", "ops_console", "serve"], env)
 
     def recon_api(self, operator: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One call of the reconciler's API as ``operator`` (a name of ``OPERATORS``)."""

@@ -5,7 +5,6 @@ Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by Selenium)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from backbone.testing import databases
+from backbone.testing.browser import chromium
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import Stack, free_port
 from backbone.tokens import token_hash
@@ -114,20 +114,6 @@ def console(stack: Stack, tmp_path: Path) -> Iterator[Console]:
 
 @pytest.fixture
 def browser() -> Iterator[object]:
-    from selenium import webdriver  # noqa: PLC0415
-    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
-
-    chromium = shutil.which("chromium")
-    driver_path = shutil.which("chromedriver")
-    assert chromium and driver_path, "apt-get install -y chromium chromium-driver (.ci/run does)"
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.implicitly_wait(5)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()

@@ -25,6 +25,8 @@ async def _answer(service: str, response: aiohttp.ClientResponse) -> Any:
     if response.status >= 400:
         error = body.get("error", f"http_{response.status}") if isinstance(body, dict) else "error"
         detail = body.get("detail", "") if isinstance(body, dict) else ""
+        if isinstance(error, dict):  # payment-state's shape: {"error": {"code", "message"}}
+            error, detail = error.get("code", "error"), error.get("message", "")
         raise ServiceError(service, response.status, str(error), str(detail))
     return body
 
@@ -98,7 +100,8 @@ class PaymentsClient(_Client):
                 found = await _answer("payment-state", response)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ServiceError("payment-state", 503, "unavailable", type(exc).__name__) from None
-        return found if isinstance(found, dict) else None
+        payment = found.get("payment") if isinstance(found, dict) else None  # {"payment": {...}}
+        return payment if isinstance(payment, dict) else None
 
 
 def parse_merchant_tokens(text: str, source: str) -> dict[str, str]:

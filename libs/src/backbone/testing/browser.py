@@ -1,0 +1,36 @@
+"""A real headless browser for tests of pages: Debian's ``chromium`` driven through its
+``chromedriver`` by Selenium (no browser download: the binaries come from apt-get,
+``deploy/browser/chromium.sh install``)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+@contextmanager
+def chromium(width: int = 1400, height: int = 1000) -> Iterator[Any]:
+    """A Selenium WebDriver on a fresh headless Chromium profile, quit on exit."""
+    from selenium import webdriver  # noqa: PLC0415 - only the tests of pages need selenium
+    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
+
+    binary, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not binary or not driver_path:
+        raise RuntimeError("no chromium/chromedriver: run deploy/browser/chromium.sh install")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        f"--window-size={width},{height}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver.implicitly_wait(5)
+    try:
+        yield driver
+    finally:
+        driver.quit()
