@@ -12,6 +12,6 @@ COPY services /app/services
 RUN pip install --no-cache-dir \
       -e /app/services/mt5_sim -e /app/services/psp_sim -e /app/services/webhook_gateway \
       -e /app/services/payment_state -e /app/services/mt5_credit -e /app/services/ledger \
-      -e /app/services/reconciler
+      -e /app/services/reconciler -e /app/services/ops_console
 COPY deploy/compose/migrate.sh /app/deploy/compose/migrate.sh
 USER nobody

@@ -229,6 +229,14 @@ def write_secrets(target: Path = SECRETS_DIR) -> list[str]:
             token = plain.setdefault(f"{who}:{file}", secrets.token_urlsafe(24))
             lines.append(f"{who} {perms} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n")
         values[file] = "".join(lines)
+    # the console acts at the reconciler for the operator who logged in (backbone.tokens)
+    console = plain.setdefault("console", _token())
+    values["console-reconciler-token"] = console
+    values["reconciler-operators"] += (
+        f"console {OPERATORS['reconciler-operators']},operators:assert"
+        f" sha256:{hashlib.sha256(console.encode()).hexdigest()}\n"
+    )
+    values["console-merchant-tokens"] = f"broker-eu {values['payment-state-api-tokens'].split('=')[0]}\n"
     written = []
     for name, value in values.items():
         path = target / name

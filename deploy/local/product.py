@@ -61,6 +61,12 @@ OPERATOR_PERMISSIONS: Final = {
     "ledger-api-tokens": "ledger:read,ledger:import",
 }
 OPERATORS: Final = ("alice", "bob")
+# the console's operators (local users; production: SSO): console permissions each
+CONSOLE_OPERATORS: Final = {
+    "alice": "view,case_work,repair_propose,repair_approve,withdrawal_approve",
+    "bob": "view,case_work,repair_propose,repair_approve,withdrawal_approve",
+}
+RECON_PERMISSIONS: Final = "cases:view,cases:work,repairs:propose,repairs:approve"
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
 out = Console(width=max(Console().width, 110))
@@ -193,16 +199,18 @@ def ensure_secrets() -> Path:
     path.mkdir(parents=True, exist_ok=True)
     path.chmod(0o700)
     tokens_file = path / "tokens.json"
-    if tokens_file.exists():
-        tokens = json.loads(tokens_file.read_text())
-    else:
-        tokens = {
-            "merchant": _token(),
-            "credit_merchant": _token(),
-            "credit_admin": _token(),
-            **{f"{who}:{file}": _token() for file in OPERATOR_PERMISSIONS for who in OPERATORS},
-            "ledger_app_password": _token(),
-        }
+    tokens = json.loads(tokens_file.read_text()) if tokens_file.exists() else {}
+    wanted = {
+        "merchant": _token(),
+        "credit_merchant": _token(),
+        "credit_admin": _token(),
+        **{f"{who}:{file}": _token() for file in OPERATOR_PERMISSIONS for who in OPERATORS},
+        "ledger_app_password": _token(),
+        "console": _token(),
+        **{f"{who}:console-password": _token() for who in CONSOLE_OPERATORS},
+    }
+    grown = not tokens_file.exists() or any(k not in tokens for k in wanted)
+    tokens = {**wanted, **tokens}  # what exists is kept: only a newer product's new callers are added
     dev = _dev_env()
     admin = _pg_url("admin")
     params = conninfo_to_dict(_pg_url("ledger"))
@@ -221,7 +229,13 @@ def ensure_secrets() -> Path:
             file: "".join(f"{who} {perms} {_sha(tokens[f'{who}:{file}'])}\n" for who in OPERATORS)
             for file, perms in OPERATOR_PERMISSIONS.items()
         },
+        "console-reconciler-token": tokens["console"],
+        "console-merchant-tokens": f"{MERCHANT} {tokens['merchant']}\n",
     }
+    # the console acts at the reconciler for the operator who logged in (backbone.tokens)
+    values["reconciler-operators"] += (
+        f"console {RECON_PERMISSIONS},operators:assert {_sha(tokens['console'])}\n"
+    )
     for process in catalogue():
         for name in process.secrets.values():
             if name.endswith("-db-url") and name not in values:
@@ -231,7 +245,7 @@ def ensure_secrets() -> Path:
         if not target.exists() or target.read_text() != value:
             target.write_text(value)
             target.chmod(0o600)
-    if not tokens_file.exists():
+    if grown:
         tokens_file.write_text(json.dumps(tokens, indent=2))
         tokens_file.chmod(0o600)
     return path
@@ -268,6 +282,8 @@ def environment(instance: Instance, secrets_dir: Path, addresses: dict[str, str]
     for setting, name in process.secrets.items():
         key = setting if setting.endswith("_FILE") else f"{setting}_FILE"
         env[key] = str(secrets_dir / name)
+    if process.service == "ops_console":  # plain http on loopback here; behind TLS everywhere else
+        env["CONSOLE_COOKIE_SECURE"] = "false"
     if process.service == "psp_sim":  # the simulator's control listener is for the local harness only
         env["PSP_SIM_CONTROL_HOST"] = "127.0.0.1"
     return env
@@ -411,6 +427,28 @@ def migrate() -> None:
     )
     if done.returncode != 0:
         raise SystemExit(f"ledger provision-role failed: {done.stderr[-2000:]}")
+    for who, grants in CONSOLE_OPERATORS.items():  # the console's local users (passwords: tokens.json)
+        done = subprocess.run(
+            [
+                str(PYTHON),
+                "-m",
+                "ops_console",
+                "users",
+                "add",
+                who,
+                "--permissions",
+                grants,
+                "--merchant",
+                MERCHANT,
+            ],
+            env={**os.environ, "DATABASE_URL": _pg_url("ops_console")},
+            input=tokens[f"{who}:console-password"] + "\n",
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"ops_console users add {who} failed: {done.stderr[-2000:]}")
 
 
 # --- commands --------------------------------------------------------------------------------
