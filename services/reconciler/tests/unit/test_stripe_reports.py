@@ -91,8 +91,8 @@ def two_payouts(stripe: Stripe) -> None:
 
 def test_it_pages_through_payouts_and_their_balance_transactions(stripe_http: tuple[Stripe, str]) -> None:
     """Payouts of [day start, day end + horizon) and each payout's balance transactions with
-    data.source expanded (the SDK encodes ``expand[]`` as ``expand[0]``), every page through starting_after, limit 100; the rows of both payouts
-    come out, and the file parses."""
+    data.source expanded (the SDK encodes ``expand[]`` as ``expand[0]``), every page through
+    starting_after, limit 100; the rows of both payouts come out, and the file parses."""
     stripe, url = stripe_http
     two_payouts(stripe)
     data = source(url).fetch("settlement", DAY)
