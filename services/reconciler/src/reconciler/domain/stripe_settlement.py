@@ -123,8 +123,10 @@ def _rows_of(day: date, item: PaidOut, seen: set[str]) -> list[tuple[int, str, t
         if _currency(txn, what) != currency:
             raise _Refuse(f"{what}: currency {txn.get('currency')!r} is not the payout's {currency}")
         row = _row(day, txn, what, payout_id)
-        if row is None:
-            continue  # the payout's own transaction: the batch, not a row
+        if row is None:  # the payout's own transaction: the batch, not a row
+            if net != -amount:
+                raise _Refuse(f"{what}: the payout's own transaction is {net}, the payout {amount}")
+            continue
         total_minor += net
         created_s = _int(txn, "created", what)
         amounts = (currency, str(gross), str(fee), str(net))
