@@ -454,6 +454,23 @@ class StripeClient:
             return NoAnswer("list holds a refund of another intent")
         return refunds
 
+    # -- settlement (the reconciler's input; ADR 0010, "Settlement from Stripe") ----------------------
+
+    def list_payouts(self, created_gte_s: int, created_lt_s: int, *, pages_max: int) -> list[Any] | NoAnswer:
+        """``GET /v1/payouts?created[gte]=…&created[lt]=…``, every page, as the JSON Stripe sent
+        (newest first); NoAnswer when any page fails or the list does not end within ``pages_max``."""
+        invariant(0 <= created_gte_s < created_lt_s and pages_max > 0, "a window and a page bound")
+        params = {"created": {"gte": created_gte_s, "lt": created_lt_s}, "limit": LIST_PAGE_SIZE}
+        return self._pages(self._stripe.v1.payouts.list, params, pages_max)
+
+    def list_balance_transactions(self, payout_id: str, *, pages_max: int) -> list[Any] | NoAnswer:
+        """``GET /v1/balance_transactions?payout=po_…&expand[]=data.source``, every page: what
+        Stripe paid out in an automatic payout, each with its source object (charge, refund,
+        dispute, the payout) expanded; NoAnswer when any page fails or it does not end in time."""
+        invariant(payout_id.startswith("po_") and pages_max > 0, "a payout id and a page bound")
+        params = {"payout": payout_id, "expand": ["data.source"], "limit": LIST_PAGE_SIZE}
+        return self._pages(self._stripe.v1.balance_transactions.list, params, pages_max)
+
 
 def classify_read(exc: stripe.StripeError) -> NoAnswer:
     """A lookup that failed: whatever Stripe said, it is not an answer about the object."""

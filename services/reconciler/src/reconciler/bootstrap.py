@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer import BatchHandler, UnitOfWork
 from backbone.consumer.dlq import ReplayContext
@@ -9,6 +11,8 @@ from backbone.kafka.topics import TopicCatalogue
 from backbone.mt5.gateway import Mt5Gateway
 from backbone.mt5.settings import Mt5GatewaySettings
 from backbone.outbox import OutboxWriter
+from backbone.psp.stripe_settings import StripeClientSettings
+from backbone.settings import SettingsError, load_settings
 from sqlalchemy import Engine
 
 from reconciler.adapters.mt5_deals import Mt5DealSource
@@ -17,6 +21,7 @@ from reconciler.adapters.pg_repairs import PgRepairDesk
 from reconciler.adapters.pg_store import PgReconStore, make_engine
 from reconciler.adapters.psp_reports import PspReportSource
 from reconciler.application.intake import make_handler
+from reconciler.application.ports import ReportSource
 from reconciler.application.runs import RunConfig
 from reconciler.settings import SERVICE_NAME, ReconSettings, RunSettings
 
@@ -75,11 +80,46 @@ def run_config(settings: ReconSettings, run: RunSettings) -> RunConfig:
     return RunConfig(settings.provider, settings.calendar(), settings.grace_s * 1000, run.require_bank)
 
 
-def report_source(settings: ReconSettings, run: RunSettings) -> PspReportSource | None:
+def report_source(
+    settings: ReconSettings, run: RunSettings, environ: Mapping[str, str] | None = None
+) -> ReportSource | None:
+    """The PSP's report API of ``RECON_PROVIDER``: Stripe's balance transactions by payout for
+    ``stripe`` (``STRIPE_*`` settings), simpsp's report runs at ``RECON_PSP_API_URL`` otherwise, or
+    None (only imported files are matched). Raises SettingsError naming what is wrong."""
+    if settings.provider == "stripe":
+        return stripe_report_source(settings, run, environ)
     if not run.psp_api_url:
         return None
     key = run.psp_api_key.reveal() if run.psp_api_key is not None else ""
     return PspReportSource(settings.provider, run.psp_api_url, key, float(run.psp_timeout_s))
+
+
+def stripe_report_source(
+    settings: ReconSettings, run: RunSettings, environ: Mapping[str, str] | None = None
+) -> ReportSource:
+    if run.psp_api_url or run.psp_api_key is not None:
+        raise SettingsError(
+            [
+                "RECON_PSP_API_URL / RECON_PSP_API_KEY are simpsp's report API: unset them with"
+                " RECON_PROVIDER=stripe (Stripe's key is STRIPE_API_KEY or STRIPE_API_KEY_FILE)"
+            ]
+        )
+    # imported here: only a run of a Stripe-configured reconciler loads the SDK (as payment-state's
+    # executor is the only process there that does)
+    from backbone.psp.stripe_client import StripeClient  # noqa: PLC0415
+
+    from reconciler.adapters.stripe_reports import StripeReportSource  # noqa: PLC0415
+
+    stripe_settings = load_settings(StripeClientSettings, environ)
+    if stripe_settings.api_key is None and not stripe_settings.api_key_file:
+        raise SettingsError(["STRIPE_API_KEY or STRIPE_API_KEY_FILE is required with RECON_PROVIDER=stripe"])
+    return StripeReportSource(
+        settings.provider,
+        StripeClient.from_settings(stripe_settings),
+        settings.calendar(),
+        horizon_days=run.stripe_payout_horizon_days,
+        timeout_s=float(run.psp_timeout_s),
+    )
 
 
 def deal_source(gateway: Mt5Gateway, run: RunSettings) -> Mt5DealSource:

@@ -2,6 +2,9 @@
 
 ``ReconSettings`` is what every reconciler process shares (calendar, grace, topics, provider);
 ``RunSettings`` adds what a run needs to fetch its inputs (the PSP's report API, MT5's Web API).
+With ``RECON_PROVIDER=stripe`` the settlement comes from Stripe's API, with the Stripe settings of
+``backbone.psp.stripe_settings`` (``STRIPE_API_KEY`` or ``STRIPE_API_KEY_FILE``, ``STRIPE_API_BASE``,
+timeouts), and ``RECON_PSP_API_URL`` / ``RECON_PSP_API_KEY`` (simpsp's report API) must be unset.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ def _cutoff(value: str) -> None:
 def _grace(value: int) -> None:
     if not 0 <= value <= 7 * 86400:
         raise ValueError("not between 0 and 604800 seconds")
+
+
+def _horizon(value: int) -> None:
+    if not 0 <= value <= 31:
+        raise ValueError("not between 0 and 31 days")
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,13 @@ class RunSettings:
     )
     psp_api_key: Secret | None = setting("RECON_PSP_API_KEY", None, secret=True, doc="its API key")
     psp_timeout_s: int = setting("RECON_PSP_TIMEOUT_S", 120, doc="bound on fetching one report")
+    stripe_payout_horizon_days: int = setting(
+        "RECON_STRIPE_PAYOUT_HORIZON_DAYS",
+        10,
+        doc="RECON_PROVIDER=stripe: a date's transactions are looked for in the payouts created up to"
+        " this many days after it (the account's payout delay, with margin)",
+        check=_horizon,
+    )
     mt5_groups: str = setting("RECON_MT5_GROUPS", "*", doc="MT5 group mask whose deals are read")
     require_bank: bool = setting(
         "RECON_REQUIRE_BANK", True, doc="a run without the bank-deposit file is incomplete"

@@ -129,3 +129,27 @@ def test_the_fast_path_builds_what_the_checked_parser_builds() -> None:
         checked = r._settlement_row("simpsp", DAY, n, dict(zip(r.SETTLEMENT_COLUMNS, raw, strict=True)))
         assert fast == checked
         assert r._settlement_fast("simpsp", DAY.isoformat(), n, [raw[0], f" {raw[1]}", *raw[2:]]) is None
+
+
+def test_a_refund_may_give_a_fee_back_but_must_still_take_money_out() -> None:
+    """A refund whose fee is negative (the PSP gives part of the charge's fee back, as Stripe's refund
+    balance transactions do) parses with net = gross - fee; one that would give back more fee than
+    it refunds (net >= 0) is refused."""
+    refund = SettlementLine(
+        "txn_2", "refund", "pi_1", "re_1", "pay-1", "USD", -1_000, -30, "po_1", at(DAY, 11)
+    )
+    [row] = parse_report("simpsp", "settlement", DAY, settlement_csv(DAY, [refund])).settlement
+    assert (row.gross_minor, row.fee_minor, row.net_minor) == (-1_000, -30, -970)
+    greedy = replace(refund, fee_minor=-1_000)
+    with pytest.raises(ReportRefused, match="gives back a fee of 1000, more than it refunds"):
+        parse_report("simpsp", "settlement", DAY, settlement_csv(DAY, [greedy]))
+
+
+@pytest.mark.parametrize("row_type", ["charge", "dispute", "payout", "payout_return"])
+def test_a_negative_fee_on_anything_but_a_refund_is_refused(row_type: str) -> None:
+    """Only a refund may carry a negative fee: on a charge, a dispute or a withdrawal's rows it is
+    refused naming the rule."""
+    gross = 1_000 if row_type in ("charge", "payout_return") else -1_000
+    line = SettlementLine("txn_3", row_type, "pi_1", "x_1", "pay-1", "USD", gross, -5, "po_1", at(DAY, 11))
+    with pytest.raises(ReportRefused, match="only a refund may give a fee back"):
+        parse_report("simpsp", "settlement", DAY, settlement_csv(DAY, [line]))

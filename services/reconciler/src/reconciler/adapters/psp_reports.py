@@ -32,6 +32,10 @@ class PspReportSource:
     def provider(self) -> str:
         return self._provider
 
+    @property
+    def report_types(self) -> tuple[ReportType, ...]:
+        return ("settlement", "bank_deposits")
+
     def fetch(self, report_type: ReportType, business_date: date) -> bytes | Unavailable:
         return asyncio.run(self._fetch(report_type, business_date))
 

@@ -1,7 +1,8 @@
 """The reconciler's ports, as Protocols with closed results.
 
 - ``ReportSource``: the PSP's reports for a business date (its API; a file drop is an import of its
-  own, see ``application.imports``). ``Unavailable`` is "could not be read", never "empty".
+  own, see ``application.imports``). ``Unavailable`` is "could not be read", never "empty". It
+  names the report types it serves (``report_types``): Stripe serves no bank-deposit file.
 - ``DealSource``: MT5's balance deals of a time window, complete, or ``NoAnswer`` (never a partial
   list: "no answer" is never "no deals").
 - ``RecordStore``: the read models the consumer keeps (one open transaction).
@@ -45,6 +46,12 @@ class Deal:
 class ReportSource(Protocol):
     @property
     def provider(self) -> str: ...
+
+    @property
+    def report_types(self) -> tuple[ReportType, ...]:
+        """The reports this source can give; a run fetches these and takes the others only from an
+        import (a provider that cannot know what our bank received serves no bank-deposit file)."""
+        ...
 
     def fetch(self, report_type: ReportType, business_date: date) -> bytes | Unavailable: ...
 

@@ -4,6 +4,8 @@
 2. Fetch the PSP's settlement report and bank-deposit file from its API and import them (a file
    dropped earlier with ``import-settlement`` / ``import-bank`` counts too: the latest version of
    the date is matched). A report that cannot be fetched or is refused makes the run incomplete.
+   A report type the source does not serve (Stripe's bank deposits: ``report_types``) is not
+   fetched; it counts when imported, and a missing one makes the run incomplete as any other.
 3. Read MT5's balance deals for the day's window widened by the grace period on both sides; a read
    that did not complete makes the run incomplete, and the MT5 layer is skipped (never "no deals").
 4. Match every layer the inputs allow (``adapters.matching``), then move the case queue
@@ -33,7 +35,7 @@ from reconciler.application.ports import (
 )
 from reconciler.domain.cases import Finding, decide
 from reconciler.domain.dates import BusinessCalendar
-from reconciler.domain.reports import REPORT_TYPES, ReportRefused
+from reconciler.domain.reports import ReportRefused
 
 log = get_logger(__name__)
 Progress = Callable[[str], None]
@@ -96,7 +98,7 @@ def _run(
 ) -> RunResult:
     problems: list[str] = []
     if reports is not None:
-        for report_type in REPORT_TYPES:
+        for report_type in reports.report_types:
             progress(f"fetching the {report_type} report")
             data = reports.fetch(report_type, day)
             if isinstance(data, Unavailable):

@@ -5,7 +5,11 @@ the reason (``ReportRefused``), and nothing of it is stored. Checked: the header
 every row has them all, the business date is the one asked for, currencies are ISO 4217 codes,
 amounts are integers in minor units with the sign their type allows (a charge or a payout return
 brings money in, a refund, a dispute or a withdrawal's payout takes it out), ``net = gross - fee``,
-and no row appears twice. Only a payout or a payout return may have an empty ``payment_intent_id``
+and no row appears twice. A fee is never negative, except on a refund: a PSP may give part of the
+charge's fee back with the refund (Stripe does in some regions: the refund's balance transaction has
+``fee < 0``), and then the refund must still take money out (``net < 0``). A negative fee on any
+other row (a PSP paying us to take a charge, a dispute) is refused: no provider we know does that.
+Only a payout or a payout return may have an empty ``payment_intent_id``
 (a withdrawal pays no intent: its ``source_id`` is the PSP's payout, its ``reference`` our
 withdrawal id).
 
@@ -295,8 +299,10 @@ def _settlement_row(provider: str, business_date: date, line: int, f: dict[str, 
         raise ReportRefused(line, f"a {row_type} has a positive gross_minor, not {gross}")
     if row_type not in MONEY_IN_TYPES and gross >= 0:
         raise ReportRefused(line, f"a {row_type} has a negative gross_minor, not {gross}")
-    if fee < 0:
-        raise ReportRefused(line, f"fee_minor={fee} is negative")
+    if fee < 0 and row_type != "refund":
+        raise ReportRefused(line, f"fee_minor={fee} is negative (only a refund may give a fee back)")
+    if fee < 0 and gross - fee >= 0:
+        raise ReportRefused(line, f"a refund gives back a fee of {-fee}, more than it refunds ({-gross})")
     if net != gross - fee:
         raise ReportRefused(line, f"net_minor {net} is not gross_minor - fee_minor ({gross - fee})")
     created_ms = _epoch_ms(f["created_at"].strip())

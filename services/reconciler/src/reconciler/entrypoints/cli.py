@@ -250,6 +250,7 @@ def run(
     try:
         run_settings = load_settings(RunSettings)
         mt5_settings = load_settings(Mt5GatewaySettings)
+        reports = report_source(settings, run_settings)
     except SettingsError as exc:
         err.print(str(exc))
         raise typer.Exit(2) from None
@@ -268,7 +269,7 @@ def run(
                 task = bar.add_task(f"reconciling {day}")
                 result = run_date(
                     store,
-                    report_source(settings, run_settings),
+                    reports,
                     deal_source(gateway, run_settings),
                     run_config(settings, run_settings),
                     day,

@@ -67,6 +67,7 @@ class ScriptedReports:
     provider: str = "simpsp"
     files: dict[tuple[str, date], bytes] = field(default_factory=dict)
     down: str | None = None
+    report_types: tuple[ReportType, ...] = ("settlement", "bank_deposits")
 
     def fetch(self, report_type: ReportType, business_date: date) -> bytes | Unavailable:
         if self.down is not None:
