@@ -47,6 +47,7 @@ from backbone.testing.system import (
     LEDGER_TOKEN,
     MERCHANT,
     MERCHANT_TOKEN,
+    OPERATORS,
     WEBHOOK_SECRET,
     System,
 )
@@ -72,14 +73,16 @@ TOKENS = {
     "mt5_credit": CREDIT_TOKEN,
     "ledger": LEDGER_TOKEN,
     "gateway": MERCHANT_TOKEN,
+    "reconciler": OPERATORS["alice"][0],
+    "console": "not-a-session-the-guard-comes-first",
 }
-PRODUCT_DATABASES = ("webhook_gateway", "payment_state", "mt5_credit", "ledger")
+PRODUCT_DATABASES = ("webhook_gateway", "payment_state", "mt5_credit", "ledger", "reconciler", "ops_console")
 
 
 @pytest.fixture(scope="module")
 def system(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     workdir: Path = tmp_path_factory.mktemp("card-data-system")
-    with System(stack, workdir).start() as running:
+    with System(stack, workdir, with_reconciler=True, with_console=True).start() as running:
         yield running
 
 
@@ -93,8 +96,12 @@ def service_apps() -> dict[str, web.Application]:
     from ledger.settings import ApiSettings, LedgerSettings  # noqa: PLC0415
     from mt5_credit.entrypoints.http import Api as CreditApi  # noqa: PLC0415
     from mt5_credit.settings import HttpSettings  # noqa: PLC0415
+    from ops_console.entrypoints.web import Console  # noqa: PLC0415
+    from ops_console.settings import ConsoleSettings  # noqa: PLC0415
     from payment_state.entrypoints.http import Api as PaymentsApi  # noqa: PLC0415
     from payment_state.entrypoints.http import build_app  # noqa: PLC0415
+    from reconciler.entrypoints.api import ReconApi  # noqa: PLC0415
+    from reconciler.settings import ApiSettings as ReconApiSettings  # noqa: PLC0415
     from webhook_gateway.entrypoints.http import BodyLimits, make_app  # noqa: PLC0415
 
     env = {
@@ -102,6 +109,9 @@ def service_apps() -> dict[str, web.Application]:
         "MT5_CREDIT_API_TOKENS": "t" * 16 + "=m",
         "MT5_CREDIT_ADMIN_TOKEN": "a" * 16,
         "LEDGER_API_TOKENS_FILE": "/dev/null",
+        "RECON_API_TOKENS_FILE": "/dev/null",
+        "CONSOLE_RECONCILER_URL": "http://127.0.0.1:1",
+        "CONSOLE_RECONCILER_TOKEN": "c" * 16,
     }
     ledger = LedgerApi(
         load_settings(ApiSettings, env), load_settings(LedgerSettings, env), Tokens([]), Health()
@@ -111,6 +121,8 @@ def service_apps() -> dict[str, web.Application]:
         "mt5_credit": CreditApi(load_settings(HttpSettings, env), None, Health()).app(),
         "ledger": ledger.app(),
         "gateway": make_app(None, {}, Health(), body=BodyLimits(1024, 1.0)),
+        "reconciler": ReconApi(load_settings(ReconApiSettings, env), None, None, Tokens([]), Health()).app(),
+        "console": Console(load_settings(ConsoleSettings, env), None, None, None, Health()).app(),
     }
 
 
@@ -163,6 +175,8 @@ def base_url(system: System, service: str) -> str:
         "mt5_credit": system.urls.mt5_credit,
         "ledger": system.urls.ledger,
         "gateway": system.urls.gateway,
+        "reconciler": system.urls.reconciler,
+        "console": system.urls.console,
     }[service]
 
 

@@ -143,8 +143,11 @@ class Console:
                 web.get("/audit", self.audit),
             ]
         )
-        watch(app, self._health, self._store.ping, self._database)
+        watch(app, self._health, self._ping, self._database)
         return app
+
+    async def _ping(self) -> None:
+        await self._store.ping()
 
     # -- the one gate --------------------------------------------------------------------------------
 
