@@ -41,6 +41,17 @@ class ConsoleSettings:
     )
     http_host: str = setting("CONSOLE_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
     http_port: int = setting("CONSOLE_HTTP_PORT", 8087)
+    mt5_credit_url: str | None = setting(
+        "CONSOLE_MT5_CREDIT_URL",
+        None,
+        doc="mt5-credit's API (withdrawal approval); unset: no withdrawal pages",
+    )
+    mt5_credit_token: Secret | None = setting(
+        "CONSOLE_MT5_CREDIT_TOKEN",
+        None,
+        secret=True,
+        doc="the console's token at mt5-credit (operators:assert + withdrawals:view,prepare,approve)",
+    )
     payment_state_url: str | None = setting(
         "CONSOLE_PAYMENT_STATE_URL", None, doc="payment-state's API; unset: no deposit search"
     )

@@ -51,16 +51,26 @@ class _Client:
         return self._http
 
 
-class ReconcilerClient(_Client):
-    def __init__(self, base_url: str, token: str, timeout_s: float) -> None:
+class OperatorClient(_Client):
+    """A service's operator API, called with the console's token for the operator who logged in,
+    asserting only that service's share of the operator's permissions."""
+
+    def __init__(
+        self,
+        service: str,
+        base_url: str,
+        token: str,
+        mapping: dict[permissions.Permission, str],
+        timeout_s: float,
+    ) -> None:
         super().__init__(timeout_s)
-        self._base, self._token = base_url.rstrip("/"), token
+        self._service, self._base, self._token, self._mapping = service, base_url.rstrip("/"), token, mapping
 
     def _headers(self, operator: Operator) -> dict[str, str]:
         return {
             "Authorization": f"Bearer {self._token}",
             OPERATOR_HEADER: operator.username,
-            OPERATOR_PERMISSIONS_HEADER: permissions.at_service(operator.permissions, permissions.RECONCILER),
+            OPERATOR_PERMISSIONS_HEADER: permissions.at_service(operator.permissions, self._mapping),
         }
 
     async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any:
@@ -68,18 +78,18 @@ class ReconcilerClient(_Client):
             async with self._session.get(
                 self._base + path, params=query or {}, headers=self._headers(operator)
             ) as response:
-                return await _answer("reconciler", response)
+                return await _answer(self._service, response)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ServiceError("reconciler", 503, "unavailable", type(exc).__name__) from None
+            raise ServiceError(self._service, 503, "unavailable", type(exc).__name__) from None
 
     async def post(self, operator: Operator, path: str, body: dict[str, Any]) -> Any:
         try:
             async with self._session.post(
                 self._base + path, json=body, headers=self._headers(operator)
             ) as response:
-                return await _answer("reconciler", response)
+                return await _answer(self._service, response)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ServiceError("reconciler", 503, "unavailable", type(exc).__name__) from None
+            raise ServiceError(self._service, 503, "unavailable", type(exc).__name__) from None
 
 
 class PaymentsClient(_Client):

@@ -54,8 +54,9 @@ class ConsoleStore(Protocol):
     ) -> list[AuditEntry]: ...
 
 
-class Reconciler(Protocol):
-    """The reconciler's /v1 API, called for ``operator``."""
+class OperatorApi(Protocol):
+    """A service's operator API (the reconciler's /v1, mt5-credit's /v1/withdrawals), called for
+    ``operator``."""
 
     async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any: ...
     async def post(self, operator: Operator, path: str, body: dict[str, Any]) -> Any: ...

@@ -16,7 +16,8 @@ class Permission(StrEnum):
     LEDGER_READ = "ledger_read"
     REPAIR_PROPOSE = "repair_propose"
     REPAIR_APPROVE = "repair_approve"
-    WITHDRAWAL_APPROVE = "withdrawal_approve"
+    WITHDRAWAL_PREPARE = "withdrawal_prepare"  # the maker: bind the exact withdrawal, or reject it
+    WITHDRAWAL_APPROVE = "withdrawal_approve"  # the checker: approve what another prepared
     DEADLETTER_REPLAY = "deadletter_replay"
 
 
@@ -28,6 +29,12 @@ RECONCILER: Final[dict[Permission, str]] = {
     Permission.CASE_WORK: "cases:work",
     Permission.REPAIR_PROPOSE: "repairs:propose",
     Permission.REPAIR_APPROVE: "repairs:approve",
+}
+
+MT5_CREDIT: Final[dict[Permission, str]] = {
+    Permission.VIEW: "withdrawals:view",
+    Permission.WITHDRAWAL_PREPARE: "withdrawals:prepare",
+    Permission.WITHDRAWAL_APPROVE: "withdrawals:approve",
 }
 
 

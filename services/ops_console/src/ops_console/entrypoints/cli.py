@@ -24,7 +24,7 @@ from rich.console import Console as Rich
 from rich.table import Table
 
 from ops_console.adapters.pg_store import PgConsoleStore
-from ops_console.adapters.services_http import PaymentsClient, ReconcilerClient, parse_merchant_tokens
+from ops_console.adapters.services_http import OperatorClient, PaymentsClient, parse_merchant_tokens
 from ops_console.domain import permissions
 from ops_console.domain.operators import BadOperator, Operator, check_username, hash_password
 from ops_console.entrypoints.web import Console
@@ -75,14 +75,29 @@ def serve() -> None:
         settings.database_url.reveal(), min_size=1, max_size=settings.pool_size_max, open=False
     )
     timeout = float(settings.service_timeout_s)
-    recon = ReconcilerClient(settings.reconciler_url, settings.reconciler_token.reveal(), timeout)
+    recon = OperatorClient(
+        "reconciler",
+        settings.reconciler_url,
+        settings.reconciler_token.reveal(),
+        permissions.RECONCILER,
+        timeout,
+    )
+    credit = None
+    if settings.mt5_credit_url and settings.mt5_credit_token is not None:
+        credit = OperatorClient(
+            "mt5-credit",
+            settings.mt5_credit_url,
+            settings.mt5_credit_token.reveal(),
+            permissions.MT5_CREDIT,
+            timeout,
+        )
     payments = (
         PaymentsClient(settings.payment_state_url, merchant_tokens, timeout)
         if settings.payment_state_url
         else None
     )
-    clients = [c for c in (recon, payments) if c is not None]
-    web_app = Console(settings, PgConsoleStore(pool), recon, payments, Health.configured()).app()
+    clients = [c for c in (recon, credit, payments) if c is not None]
+    web_app = Console(settings, PgConsoleStore(pool), recon, payments, Health.configured(), credit).app()
 
     async def start(_: object) -> None:
         await pool.open(wait=False)  # fills in the background; /readyz says when

@@ -43,7 +43,7 @@ from backbone.outage import Dependency
 
 from ops_console.adapters.pg_store import PgConsoleStore
 from ops_console.application import auth
-from ops_console.application.ports import Payments, Reconciler, ServiceError, Session
+from ops_console.application.ports import OperatorApi, Payments, ServiceError, Session
 from ops_console.domain import display
 from ops_console.domain.permissions import Permission
 from ops_console.settings import SERVICE_NAME, ConsoleSettings
@@ -65,7 +65,22 @@ DONE: Final = {  # the only texts a redirect may ask a page to show
     "proposed": "Repair proposed: a second operator must approve it.",
     "approved": "Repair approved and sent.",
     "rejected": "Repair rejected.",
+    "prepared": "Withdrawal prepared: a second operator must approve it.",
+    "w_approved": "Withdrawal approved: MT5 is debited first, then the payout is made.",
+    "w_rejected": "Withdrawal rejected: the hold is released, nothing moved.",
 }
+WITHDRAWAL_STATUSES: Final = (
+    "held",
+    "prepared",
+    "approved",
+    "paid_out",
+    "paid",
+    "returning",
+    "returned",
+    "rejected",
+    "refused",
+)
+WID_RE: Final = re.compile(r"wd_[0-9a-f]{32}")
 HEADERS: Final = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self';"
     " frame-ancestors 'none'; base-uri 'none'",
@@ -98,9 +113,10 @@ class Console:
         self,
         settings: ConsoleSettings,
         store: PgConsoleStore,
-        reconciler: Reconciler,
+        reconciler: OperatorApi,
         payments: Payments | None,
         health: Health,
+        credit: OperatorApi | None = None,
     ) -> None:
         self._s, self._store, self._recon, self._payments, self._health = (
             settings,
@@ -109,6 +125,7 @@ class Console:
             payments,
             health,
         )
+        self._credit = credit
         self._clock = display.Clock(ZoneInfo(settings.timezone), time.fromisoformat(settings.business_cutoff))
         self._database = Dependency("database", SERVICE_NAME, health, up=False)
 
@@ -139,6 +156,11 @@ class Console:
                 web.post("/cases/{case_id}/repairs", self.propose),
                 web.post("/repairs/{repair_id}/approve", self.approve),
                 web.post("/repairs/{repair_id}/reject", self.reject),
+                web.get("/withdrawals", self.withdrawals),
+                web.get("/withdrawals/{wid}", self.withdrawal),
+                web.post("/withdrawals/{wid}/prepare", self.prepare_withdrawal),
+                web.post("/withdrawals/{wid}/approve", self.approve_withdrawal),
+                web.post("/withdrawals/{wid}/reject", self.reject_withdrawal),
                 web.get("/runs", self.runs),
                 web.get("/audit", self.audit),
             ]
@@ -464,6 +486,113 @@ class Console:
             "rejected",
         )
 
+    # -- withdrawals (mt5-credit's maker-checker, ADR 0008) --------------------------------------------
+
+    def _credit_api(self) -> OperatorApi:
+        if self._credit is None:
+            raise web.HTTPNotFound(text="withdrawals are not configured (CONSOLE_MT5_CREDIT_URL)")
+        return self._credit
+
+    @needs(Permission.VIEW)
+    async def withdrawals(self, request: web.Request) -> web.StreamResponse:
+        session: Session = request["session"]
+        status, error, rows = request.query.get("status", ""), "", []
+        if status and status not in WITHDRAWAL_STATUSES:
+            error = f"status must be one of {', '.join(WITHDRAWAL_STATUSES)}"
+        else:
+            try:
+                query = {"status": status} if status else {}
+                rows = (await self._credit_api().get(session.operator, "/v1/withdrawals", query))[
+                    "withdrawals"
+                ]
+            except ServiceError as exc:
+                error = _said(exc)
+        context = {"withdrawals": rows, "status": status, "statuses": WITHDRAWAL_STATUSES, "error": error}
+        return self._page(request, "withdrawals.html", context, 400 if error.startswith("status") else 200)
+
+    @needs(Permission.VIEW)
+    async def withdrawal(self, request: web.Request) -> web.StreamResponse:
+        return await self._withdrawal_page(request, _wid(request))
+
+    async def _withdrawal_page(
+        self, request: web.Request, wid: str, error: str = "", status: int = 200
+    ) -> web.StreamResponse:
+        session: Session = request["session"]
+        try:
+            found = await self._credit_api().get(session.operator, f"/v1/withdrawals/{wid}")
+        except ServiceError as exc:
+            if exc.status == 404:
+                raise web.HTTPNotFound(text="no such withdrawal") from None
+            return self._page(request, "refused.html", {"why": _said(exc)}, exc.status)
+        context = {"w": found, "error": error, "done": DONE.get(request.query.get("done", ""), "")}
+        return self._page(request, "withdrawal.html", context, status)
+
+    @needs(Permission.WITHDRAWAL_PREPARE)
+    async def prepare_withdrawal(self, request: web.Request) -> web.StreamResponse:
+        wid, form = _wid(request), await request.post()
+        return await self._withdrawal_act(
+            request,
+            wid,
+            "prepare_withdrawal",
+            lambda: {"reason": _reason(form.get("reason"), "reason")},
+            "prepare",
+            "prepared",
+        )
+
+    @needs(Permission.WITHDRAWAL_APPROVE)
+    async def approve_withdrawal(self, request: web.Request) -> web.StreamResponse:
+        wid, form = _wid(request), await request.post()
+
+        def body() -> dict[str, Any]:
+            digest = str(form.get("command_digest", ""))
+            if re.fullmatch(r"[0-9a-f]{64}", digest) is None:
+                raise FormError("the approval must name the prepared withdrawal's digest you saw")
+            return {"command_digest": digest, "reason": _reason(form.get("reason"), "reason")}
+
+        return await self._withdrawal_act(request, wid, "approve_withdrawal", body, "approve", "w_approved")
+
+    @needs(Permission.WITHDRAWAL_PREPARE)
+    async def reject_withdrawal(self, request: web.Request) -> web.StreamResponse:
+        wid, form = _wid(request), await request.post()
+        return await self._withdrawal_act(
+            request,
+            wid,
+            "reject_withdrawal",
+            lambda: {"reason": _reason(form.get("reason"), "reason")},
+            "reject",
+            "w_rejected",
+        )
+
+    async def _withdrawal_act(
+        self,
+        request: web.Request,
+        wid: str,
+        action: str,
+        body: Callable[[], dict[str, Any]],
+        verb: str,
+        done: str,
+    ) -> web.StreamResponse:
+        session: Session = request["session"]
+        target = f"withdrawal:{wid}"
+        try:
+            payload = body()
+        except FormError as exc:
+            await self._audit(session, action, target, "refused", str(exc))
+            return await self._withdrawal_page(request, wid, str(exc), 400)
+        try:
+            answer = await self._credit_api().post(session.operator, f"/v1/withdrawals/{wid}/{verb}", payload)
+        except ServiceError as exc:
+            outcome = "failed" if exc.status >= 500 else "refused"
+            said = f"{exc.service}: {exc.detail or exc.error}"
+            await self._audit(
+                session, action, target, outcome, f"{payload['reason']} | {said}", service_error=exc.error
+            )
+            return await self._withdrawal_page(
+                request, wid, _said(exc), exc.status if exc.status < 500 else 502
+            )
+        await self._audit(session, action, target, "ok", payload["reason"], answer=answer)
+        raise web.HTTPSeeOther(f"/withdrawals/{wid}?done={done}")
+
     async def _act(
         self,
         request: web.Request,
@@ -508,6 +637,13 @@ def _path_id(request: web.Request, name: str) -> int:
     if ID_RE.fullmatch(raw) is None:
         raise web.HTTPBadRequest(text=f"{name} must be a positive whole number")
     return int(raw)
+
+
+def _wid(request: web.Request) -> str:
+    raw = request.match_info["wid"]
+    if WID_RE.fullmatch(raw) is None:
+        raise web.HTTPBadRequest(text="a withdrawal id is wd_ and 32 hex digits")
+    return raw
 
 
 def _form_id(value: object) -> int:
