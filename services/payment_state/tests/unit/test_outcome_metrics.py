@@ -13,7 +13,6 @@ from payment_state.domain.model import CaptureMethod
 from payment_state.domain.recovery import RecoveryPolicy
 from prometheus_client import REGISTRY
 
-
 POLICY = RecoveryPolicy(
     backoff_initial_ms=10,
     backoff_max_ms=50,
