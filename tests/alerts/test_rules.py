@@ -4,6 +4,7 @@ syntax and runs rules.test.yml (``make check-alerts``); these tests check what p
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -115,3 +116,26 @@ def test_the_scrape_config_has_every_process_with_a_port() -> None:
     jobs = {job["job_name"]: job["static_configs"][0]["targets"][0] for job in config["scrape_configs"]}
     assert jobs == expected
     assert config["rule_files"] == ["rules.yml"]
+
+
+def test_the_dashboard_reads_only_exported_metrics() -> None:
+    """deploy/grafana/pipeline.json is valid JSON with unique panel ids, and every query's metric is
+    in the inventory (a renamed metric would leave an empty panel)."""
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "pipeline.json").read_text())
+    panels = dashboard["panels"]
+    assert len({panel["id"] for panel in panels}) == len(panels)
+    exported = inventory() | SYNTHETIC
+    for panel in panels:
+        for target in panel["targets"]:
+            assert not metric_names(target["expr"]) - exported, (panel["title"], target["expr"])
+    wanted = (
+        "Deposits",
+        "success rate",
+        "MT5 credits",
+        "Outbox backlog",
+        "Consumer lag",
+        "UNKNOWN",
+        "reconciliation cases",
+    )
+    titles = " ".join(panel["title"] for panel in panels)
+    assert all(word in titles for word in wanted)
