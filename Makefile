@@ -5,6 +5,7 @@ SHELL := /bin/bash
 PYTHON   ?= python3.11
 VENV     := .venv
 PY       := $(VENV)/bin/python
+PROMTOOL ?= promtool
 STAMP    := $(VENV)/.installed
 PG       := deploy/postgres/pg.sh
 KAFKA    := deploy/kafka/kafka.sh
@@ -12,7 +13,7 @@ PRODUCT  := $(PY) deploy/local/product.py
 export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:9092
 PYTEST_ARGS ?=
 
-.PHONY: help install up run smoke verify-run check-deploy down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
+.PHONY: help install up run smoke verify-run check-deploy check-alerts down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
 	bench-webhooks bench-ledger bench-recon bench-sims demo demo-backbone schemas-lock clean
 
 help:
@@ -24,6 +25,7 @@ help:
 	@echo "make status          every process: supervisor state, /healthz, /readyz; PostgreSQL, Kafka"
 	@echo "make smoke           one card deposit through the running product (after make run)"
 	@echo "make check-deploy    compose + Kubernetes files are the catalogue's rendering and valid (offline)"
+	@echo "make check-alerts    promtool check/test of deploy/prometheus, runbooks and metrics per rule"
 	@echo "make verify-run      run, deposit, SIGKILL every service (restarted), down, up: state kept"
 	@echo "make test            install, up, then the whole test suite against the real stack"
 	@echo "make test-unit       unit tests only (no Kafka/PostgreSQL)"
@@ -63,11 +65,19 @@ verify-run: up
 	$(PRODUCT) verify
 
 # Offline checks of the deployment files (no Docker engine, no cluster here): one command per line.
-check-deploy: install
+check-deploy: install check-alerts
 	$(PY) deploy/compose/render.py --check
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml
 	$(PY) deploy/k8s/render.py --check
 	$(PY) -m pytest -q -p no:cacheprovider tests/deploy
+
+# Alert rules: promtool's syntax check and unit tests (every P0), then runbooks, inventory and
+# scrape config against the rules (tests/alerts). promtool: `bash deploy/prometheus/promtool.sh install`.
+check-alerts: install
+	@command -v $(PROMTOOL) >/dev/null || { echo "promtool not found: bash deploy/prometheus/promtool.sh install" >&2; exit 1; }
+	$(PROMTOOL) check rules deploy/prometheus/rules.yml
+	$(PROMTOOL) test rules deploy/prometheus/rules.test.yml
+	$(PY) -m pytest -q -p no:cacheprovider tests/alerts
 
 down:
 	-$(PRODUCT) down

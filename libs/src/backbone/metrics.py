@@ -40,3 +40,23 @@ CONSUMER_FAILURES: Final = Counter(
 CONSUMER_INFRA_ERRORS: Final = Counter(
     "consumer_infra_errors_total", "Batches retried because the database or Kafka failed", ["consumer"]
 )
+
+# Sampled by the leading relay every ``OUTBOX_BACKLOG_SAMPLE_INTERVAL_S`` with bounded index-only
+# queries (never on the publish path): how much is waiting and for how long.
+OUTBOX_BACKLOG_MAX: Final = 100_000  # the count stops here: a bounded query, and plenty to alert on
+OUTBOX_BACKLOG: Final = Gauge(
+    "outbox_backlog_rows", f"Unpublished outbox rows (counted up to {OUTBOX_BACKLOG_MAX})", ["service"]
+)
+OUTBOX_OLDEST_AGE: Final = Gauge(
+    "outbox_oldest_unpublished_age_seconds",
+    "Age of the oldest unpublished outbox row (0 if none)",
+    ["service"],
+)
+
+# From librdkafka's statistics (every few seconds, no broker round trip): high watermark minus
+# the group's position, per assigned partition. Partitions are a small closed set per topic.
+CONSUMER_LAG: Final = Gauge(
+    "consumer_lag_messages",
+    "Messages behind the partition's high watermark",
+    ["consumer", "topic", "partition"],
+)

@@ -12,6 +12,7 @@ idempotent consumer and the outbox relay), as real processes on real Kafka and P
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -125,3 +126,23 @@ def test_a_consumer_restarted_in_its_slot_takes_its_partitions_back_at_once(prob
     assert time.monotonic() - restarted_at < 28
     per_event = probe_service.applications_per_event()
     assert sorted(per_event) == sorted(ids) and set(per_event.values()) == {1}
+
+
+def _lags(port: int, consumer: str) -> dict[str, float]:
+    """partition -> consumer_lag_messages of ``consumer`` as its /metrics shows it."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    pattern = rf'^consumer_lag_messages\{{consumer="{consumer}",partition="(\d+)",topic="[^"]+"\}} (\S+)$'
+    return {p: float(v) for p, v in re.findall(pattern, text, re.M)}
+
+
+def test_a_real_consumer_exports_its_lag_per_partition_and_it_falls_to_zero(probe_service: Probe) -> None:
+    """librdkafka's statistics reach consumer_lag_messages: a running consumer exports one lag per
+    assigned partition, and after it applied every written event the lags are all 0."""
+    probe_service.write(40)
+    probe_service.start("relay")
+    _, port = _start(probe_service, "consume")
+    consumer = f"probe-{probe_service.topic}"
+    wait_until(lambda: probe_service.effects() >= 40, 60, "40 effects")
+    wait_until(lambda: bool(_lags(port, consumer)), 30, "lag exported")
+    wait_until(lambda: set(_lags(port, consumer).values()) == {0.0}, 30, "lag back to 0")

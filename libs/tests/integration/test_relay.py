@@ -12,8 +12,11 @@ from collections import defaultdict
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.messages import Polled
 from backbone.ids import new_event_id
+from backbone.metrics import OUTBOX_BACKLOG, OUTBOX_OLDEST_AGE
+from backbone.outbox.relay import OutboxRelay, RelaySettings
 from backbone.outbox.writer import write_raw
 from backbone.postgres import connect
+from backbone.settings import Secret
 from backbone.testing import kafka as test_kafka
 from backbone.testing.harness import Probe
 from backbone.testing.processes import wait_until
@@ -186,3 +189,25 @@ def _get(port: int, path: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
     except OSError:
         return 0, ""
+
+
+def test_relay_samples_outbox_backlog_and_oldest_age(probe_service: Probe) -> None:
+    """The leader's backlog sample counts the unpublished rows and ages the oldest one; after the
+    rows are published both gauges fall to 0 (the alerts OutboxBacklog/OutboxStale read these)."""
+    settings = RelaySettings(
+        service_name="probe-backlog",
+        database_url=Secret(probe_service.db_url),
+        kafka_bootstrap_servers=probe_service.stack.kafka_bootstrap,
+        backlog_sample_interval_s=0,
+    )
+    relay = OutboxRelay(settings)
+    probe_service.write(7)
+    with connect(probe_service.db_url, autocommit=True) as conn:
+        conn.execute("UPDATE outbox SET created_at = now() - interval '90 seconds'")
+        relay._maybe_sample_backlog(conn)
+        assert OUTBOX_BACKLOG.labels("probe-backlog")._value.get() == 7
+        assert OUTBOX_OLDEST_AGE.labels("probe-backlog")._value.get() >= 90
+        conn.execute("UPDATE outbox SET published_at = now()")
+        relay._maybe_sample_backlog(conn)
+    assert OUTBOX_BACKLOG.labels("probe-backlog")._value.get() == 0
+    assert OUTBOX_OLDEST_AGE.labels("probe-backlog")._value.get() == 0

@@ -56,6 +56,7 @@ from backbone.consumer.inbox import (
     note_error,
     record_attempt,
 )
+from backbone.consumer.lag import lags_of, publish_lags
 from backbone.consumer.messages import (
     REFUSED,
     BatchHandler,
@@ -136,6 +137,7 @@ class IdempotentConsumer:
         self._infra_failures = 0
         self._next_reach = 0.0
         self._last_prune = time.monotonic()
+        self._lag_partitions: set[tuple[str, int]] = set()
         config = consumer_config(
             settings.kafka_bootstrap_servers,
             settings.group_id or settings.consumer_name,
@@ -503,13 +505,16 @@ class IdempotentConsumer:
         self._kafka.failed(error.str())
 
     def _on_statistics(self, raw: str) -> None:
-        """A broker (not the bootstrap placeholder) in state UP: Kafka answers again."""
-        if self._kafka.up:
-            return
+        """Publish the partitions' lag; a broker (not the bootstrap placeholder) in state UP: Kafka
+        answers again."""
         try:
-            brokers = json.loads(raw).get("brokers", {})
+            stats = json.loads(raw)
         except ValueError:
             return
+        self._lag_partitions = publish_lags(self._name, lags_of(stats), self._lag_partitions)
+        if self._kafka.up:
+            return
+        brokers = stats.get("brokers", {})
         if any(b.get("nodeid", -1) >= 0 and b.get("state") == "UP" for b in brokers.values()):
             self._kafka.ok()
 

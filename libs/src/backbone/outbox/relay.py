@@ -42,7 +42,10 @@ from backbone.invariants import invariant
 from backbone.kafka.config import producer_config
 from backbone.logs import configure_logging, get_logger
 from backbone.metrics import (
+    OUTBOX_BACKLOG,
+    OUTBOX_BACKLOG_MAX,
     OUTBOX_BATCH_ROWS,
+    OUTBOX_OLDEST_AGE,
     OUTBOX_PRUNED,
     OUTBOX_PUBLISH_FAILURES,
     OUTBOX_PUBLISHED,
@@ -74,6 +77,9 @@ class RelaySettings:
     published_retention_s: int = setting("OUTBOX_PUBLISHED_RETENTION_S", 3 * 24 * 3600)
     prune_interval_s: int = setting("OUTBOX_PRUNE_INTERVAL_S", 60)
     prune_batch_max: int = setting("OUTBOX_PRUNE_BATCH_MAX", 10_000)
+    backlog_sample_interval_s: int = setting(
+        "OUTBOX_BACKLOG_SAMPLE_INTERVAL_S", 10, doc="how often the leader samples backlog and oldest age"
+    )
     health_port: int = setting("HEALTH_PORT", 0, doc="0 disables /healthz, /readyz, /metrics")
 
 
@@ -93,6 +99,7 @@ class OutboxRelay:
         self._fatal_kafka_error: KafkaError | None = None
         self._backoff = Backoff(settings.backoff_initial_ms, settings.backoff_max_ms)
         self._last_prune = 0.0
+        self._last_sample = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -125,6 +132,7 @@ class OutboxRelay:
             return
         published = self._relay_once(conn)
         self._maybe_prune(conn)
+        self._maybe_sample_backlog(conn)
         if published == 0:
             self._wait_for_wake(conn)
 
@@ -215,6 +223,24 @@ class OutboxRelay:
         if cur.rowcount:
             OUTBOX_PRUNED.labels(self._s.service_name).inc(cur.rowcount)
             log.info("relay.pruned", rows=cur.rowcount)
+
+    def _maybe_sample_backlog(self, conn: psycopg.Connection) -> None:
+        """Set the backlog gauges; both queries read the partial unpublished index only and the
+        count is capped, so a huge backlog costs the same as a small one."""
+        now = time.monotonic()
+        if now - self._last_sample < self._s.backlog_sample_interval_s:
+            return
+        self._last_sample = now
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox WHERE published_at IS NULL LIMIT %s) t),"
+            " coalesce((SELECT extract(epoch FROM now() - created_at) FROM outbox"
+            " WHERE published_at IS NULL ORDER BY id LIMIT 1), 0)",
+            (OUTBOX_BACKLOG_MAX,),
+        ).fetchone()
+        invariant(row is not None, "backlog query returned no row")
+        backlog, oldest_s = row  # type: ignore[misc]
+        OUTBOX_BACKLOG.labels(self._s.service_name).set(int(backlog))
+        OUTBOX_OLDEST_AGE.labels(self._s.service_name).set(max(0.0, float(oldest_s)))
 
     @staticmethod
     def _drain_notifications(conn: psycopg.Connection) -> None:

@@ -207,3 +207,28 @@ def test_settlement_import_over_http(api: Api, ledger_db: LedgerDatabase) -> Non
     assert api.call("/v1/accounts/bank_cash/EUR/balance")[1]["balance_minor"] == 970
     journal = api.call("/v1/journals?reference=settlement:simpsp:po_9")[1]["journals"][0]
     assert journal["source"]["type"] == "settlement" and journal["source"]["detail"]["imported_by"] == "recon"
+
+
+def test_negative_balance_gauge_counts_accounts_below_zero(api: Api, ledger_db: LedgerDatabase) -> None:
+    """/metrics exports ledger_negative_balance_accounts for every account code, 0 while the books
+    are healthy, and it rises to 1 for a code when one of its accounts goes below zero (the P0
+    alert LedgerNegativeBalance reads it)."""
+    post_facts(ledger_db.app_url, deposit(1, amount_minor=1000, login=5))
+
+    def gauge(code: str) -> str:
+        with urllib.request.urlopen(api.base + "/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return next(
+            line
+            for line in text.splitlines()
+            if line.startswith(f'ledger_negative_balance_accounts{{code="{code}"}}')
+        )
+
+    wait_until(lambda: gauge("psp_receivable").endswith(" 0.0"), 30, "gauge exported")
+    with connect(ledger_db.admin_url) as conn:
+        conn.execute(
+            "UPDATE balances SET balance_minor = -5 FROM accounts a"
+            " WHERE a.id = balances.account_id AND a.code = 'psp_receivable'"
+        )
+    wait_until(lambda: gauge("psp_receivable").endswith(" 1.0"), 30, "negative balance counted")
+    assert gauge("client_mt5_balances").endswith(" 0.0")

@@ -176,3 +176,15 @@ def entries(
 def key_problem(key: AccountKey) -> str | None:
     problem = account_problem(key, None)
     return None if problem is None else problem[1]
+
+
+def negative_balances(conn: psycopg.Connection) -> dict[str, int]:
+    """Account code -> number of its accounts whose balance (normal side) is below zero.
+
+    Reads the partial index ``balances_negative_idx`` (migration 0003), empty while the books are
+    healthy: cheap however many per-login accounts exist."""
+    rows = conn.execute(
+        "SELECT a.code, count(*) FROM balances b JOIN accounts a ON a.id = b.account_id"
+        " WHERE b.balance_minor < 0 GROUP BY a.code"
+    ).fetchall()
+    return {str(code): int(n) for code, n in rows}

@@ -28,8 +28,10 @@ from backbone.ids import new_event_id
 from backbone.logs import configure_logging, get_logger
 from backbone.outage import Dependency
 from backbone.postgres import is_infrastructure_error, make_pool
+from prometheus_client import Gauge
 
 from ledger.adapters import pg_reads
+from ledger.adapters.pg_reads import negative_balances
 from ledger.adapters.postgres_store import PgLedgerStore
 from ledger.application.settlement import (
     AlreadyImported,
@@ -47,6 +49,12 @@ from ledger.settings import SERVICE_NAME, ApiSettings, LedgerSettings
 log = get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _PAGE_DEFAULT: Final = 100
+GAUGE_INTERVAL_S: Final = 15.0  # how often the API refreshes the negative-balance gauge
+NEGATIVE_BALANCES: Final = Gauge(
+    "ledger_negative_balance_accounts",
+    "Accounts whose balance (on the account's normal side) is below zero, by account code",
+    ["code"],
+)
 POOL_TIMEOUT_S: Final = 5.0  # a request waits this long for a connection, then 503 + Retry-After
 
 
@@ -74,6 +82,7 @@ class LedgerApi:
             statement_timeout_ms=api.statement_timeout_ms,
             open=False,
         )
+        self._gauges_at = 0.0
 
     def app(self) -> web.Application:
         app = service_app(
@@ -91,9 +100,21 @@ class LedgerApi:
             ]
         )
         app.on_startup.append(self._start)
-        watch(app, self._health, lambda: self._db(lambda conn: conn.execute("SELECT 1")), self._database)
+        watch(app, self._health, self._probe, self._database)
         app.on_cleanup.append(self._stop)
         return app
+
+    async def _probe(self) -> None:
+        """The database is there; every ``GAUGE_INTERVAL_S`` the negative-balance gauge is refreshed
+        (a read of the partial index ``balances_negative_idx``, empty while the books are healthy)."""
+        if time.monotonic() - self._gauges_at < GAUGE_INTERVAL_S:
+            await self._db(lambda conn: conn.execute("SELECT 1"))
+            return
+        counts = await self._db(negative_balances)
+        NEGATIVE_BALANCES.clear()
+        for code in CHART:
+            NEGATIVE_BALANCES.labels(code).set(counts.get(code, 0))
+        self._gauges_at = time.monotonic()
 
     async def _start(self, _: web.Application) -> None:
         await asyncio.to_thread(self._pool.open, wait=False)  # fills in the background; /readyz says when

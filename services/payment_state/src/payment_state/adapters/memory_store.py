@@ -39,6 +39,7 @@ from payment_state.adapters.memory_tables import (
     UniqueViolation,
     as_json,
 )
+from payment_state.application import metrics
 from payment_state.application.ports import Created, CreateOutcome, PaymentIdTaken
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.events import OutEvent
@@ -348,3 +349,4 @@ class InMemoryPaymentStore(InMemoryOperationClaims, InMemoryRepairs, InMemoryPay
     def publish(self, payment_id: str, out: Sequence[OutEvent], causation_id: str | None = None) -> None:
         for e in out:
             self._t.events.append((payment_id, e.event_type, dict(e.body), causation_id))
+        metrics.count_payment_outcomes(e.event_type for e in out)

@@ -32,6 +32,7 @@ from payment_state.adapters.pg_reads import LOAD_STATE, PAYMENT_FIELDS
 from payment_state.adapters.postgres_claims import PgOperationClaims
 from payment_state.adapters.postgres_payouts import PgPayouts
 from payment_state.adapters.postgres_repairs import PgRepairs
+from payment_state.application import metrics
 from payment_state.application.ports import Created, CreateOutcome, PaymentIdTaken
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.events import OutEvent
@@ -328,6 +329,7 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
             outbox.event(topic, e.event_type, payment_id, e.body, causation_id=causation_id) for e in out
         ]
         self._outbox.write(self._conn, messages)
+        metrics.count_payment_outcomes(e.event_type for e in out)
 
 
 class ConnectionSource(Protocol):

@@ -5,6 +5,7 @@ Seconds for latencies, as Prometheus expects; labels are closed sets (routes, ou
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -50,3 +51,28 @@ COMMANDS: Final = Counter(
 REPAIRS: Final = Counter(
     "payment_state_repairs_total", "Repairs decided (ExecuteRepair), by outcome", ["outcome"]
 )
+
+# The payment success rate: captured / (captured + failed + canceled) over a window. Counted as the
+# store writes the event into the outbox, inside the unit of work: a transaction that then rolls
+# back and is retried counts its events again, so the rate is exact to within retried batches
+# (rare, and they hit numerator and denominator alike).
+PAYMENT_OUTCOME_OF_EVENT: Final = {
+    "PaymentAuthorized": "authorized",
+    "PaymentRequiresAction": "requires_action",
+    "PaymentCaptured": "captured",
+    "PaymentFailed": "failed",
+    "PaymentCanceled": "canceled",
+}
+PAYMENT_OUTCOMES: Final = Counter(
+    "payment_state_payment_outcomes_total",
+    "Payments reaching a state, by outcome (authorized, requires_action, captured, failed, canceled)",
+    ["outcome"],
+)
+
+
+def count_payment_outcomes(event_types: Iterable[str]) -> None:
+    """Count the payment events among ``event_types`` (other events are not outcomes)."""
+    for event_type in event_types:
+        outcome = PAYMENT_OUTCOME_OF_EVENT.get(event_type)
+        if outcome is not None:
+            PAYMENT_OUTCOMES.labels(outcome).inc()
