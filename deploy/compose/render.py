@@ -236,6 +236,12 @@ def write_secrets(target: Path = SECRETS_DIR) -> list[str]:
         f"console {OPERATORS['reconciler-operators']},operators:assert"
         f" sha256:{hashlib.sha256(console.encode()).hexdigest()}\n"
     )
+    credit_console = plain.setdefault("console_mt5_credit", _token())
+    values["console-mt5-credit-token"] = credit_console
+    values["mt5-credit-operators"] += (
+        f"console {OPERATORS['mt5-credit-operators']},operators:assert"
+        f" sha256:{hashlib.sha256(credit_console.encode()).hexdigest()}\n"
+    )
     values["console-merchant-tokens"] = f"broker-eu {values['payment-state-api-tokens'].split('=')[0]}\n"
     written = []
     for name, value in values.items():

@@ -63,8 +63,8 @@ OPERATOR_PERMISSIONS: Final = {
 OPERATORS: Final = ("alice", "bob")
 # the console's operators (local users; production: SSO): console permissions each
 CONSOLE_OPERATORS: Final = {
-    "alice": "view,case_work,repair_propose,repair_approve,withdrawal_approve",
-    "bob": "view,case_work,repair_propose,repair_approve,withdrawal_approve",
+    "alice": "view,case_work,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
+    "bob": "view,case_work,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
 }
 RECON_PERMISSIONS: Final = "cases:view,cases:work,repairs:propose,repairs:approve"
 
@@ -207,6 +207,7 @@ def ensure_secrets() -> Path:
         **{f"{who}:{file}": _token() for file in OPERATOR_PERMISSIONS for who in OPERATORS},
         "ledger_app_password": _token(),
         "console": _token(),
+        "console_mt5_credit": _token(),
         **{f"{who}:console-password": _token() for who in CONSOLE_OPERATORS},
     }
     grown = not tokens_file.exists() or any(k not in tokens for k in wanted)
@@ -230,6 +231,7 @@ def ensure_secrets() -> Path:
             for file, perms in OPERATOR_PERMISSIONS.items()
         },
         "console-reconciler-token": tokens["console"],
+        "console-mt5-credit-token": tokens["console_mt5_credit"],
         "console-merchant-tokens": f"{MERCHANT} {tokens['merchant']}\n",
     }
     # the console acts at the reconciler for the operator who logged in (backbone.tokens)

@@ -1,7 +1,8 @@
 """The ops console on the running product, in a real headless Chromium: a captured deposit is found
 by its payment id with its state and amount in its currency, through payment-state's API with the
 merchant's own token; an operator of another merchant does not see it; a search for nonsense is a
-visible error. Screenshots go to /tmp/console-screenshots."""
+visible error; a withdrawal is prepared by one operator, refused when the same one approves it,
+approved by a second, and MT5 is debited once. Screenshots go to /tmp/console-screenshots."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 from backbone.testing.browser import chromium
+from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
 from backbone.testing.system import CONSOLE_PASSWORD, System
 from selenium.webdriver.common.by import By
@@ -56,3 +58,52 @@ def test_a_deposit_is_found_by_its_merchant_only(running: System) -> None:
         driver.get(f"{running.urls.console}/search?q={payment_id}")
         assert "No payment" in driver.find_element(By.CLASS_NAME, "error").text
         assert payment_id not in driver.find_element(By.TAG_NAME, "main").text.split("No payment")[0]
+
+
+def test_a_withdrawal_is_approved_by_a_second_operator(running: System) -> None:
+    """alice prepares a held withdrawal and is refused approving it (mt5-credit's maker-checker, as
+    the page shows); bob approves; MT5 is debited once (wdr:<id>) and the console's audit has each
+    act with its outcome; eve (view only) sees no prepare form and a POST is 403."""
+    login = 7402
+    running.open_mt5_account(login, "cust-wd")
+    ref, payment_id = running.create_deposit("cust-wd", login, 40_000, "pm_card_visa")
+    running.wait_payment(payment_id, "AUTHORIZED")
+    running.capture(payment_id)
+    running.wait_payment(payment_id, "CAPTURED")
+    running.wait_credits(ref, ["done"])
+    status, body = running.request_withdrawal("cust-wd", login, 15_000, "pm_card_visa")
+    assert status == 201, body
+    wid = body["withdrawal_id"]
+    base = running.urls.console
+    with chromium() as driver:
+        _login(driver, base, "alice")
+        driver.get(f"{base}/withdrawals?status=held")
+        assert wid in driver.find_element(By.ID, "withdrawals").text
+        driver.find_element(By.LINK_TEXT, wid).click()
+        assert "150.00 USD" in driver.find_element(By.CLASS_NAME, "summary").text
+        driver.find_element(By.CSS_SELECTOR, "#prepare input[name=reason]").send_keys("client asked by phone")
+        driver.find_element(By.ID, "prepare-button").click()
+        assert "Withdrawal prepared" in driver.find_element(By.CLASS_NAME, "done").text
+        driver.find_element(By.CSS_SELECTOR, "#approve input[name=reason]").send_keys("my own")
+        driver.find_element(By.ID, "approve-button").click()
+        assert "refused" in driver.find_element(By.CLASS_NAME, "error").text.lower()
+        driver.save_screenshot(str(SHOTS / "11-withdrawal-refused-same-operator.png"))
+        _login(driver, base, "bob")
+        driver.get(f"{base}/withdrawals/{wid}")
+        assert "Maker-checker: alice prepared this" in driver.page_source
+        driver.find_element(By.CSS_SELECTOR, "#approve input[name=reason]").send_keys("checked the card")
+        driver.find_element(By.ID, "approve-button").click()
+        assert "Withdrawal approved" in driver.find_element(By.CLASS_NAME, "done").text
+        driver.save_screenshot(str(SHOTS / "12-withdrawal-approved.png"))
+        done = running.withdrawal(wid)
+        driver.get(f"{base}/audit?target=withdrawal:{wid}")
+        audit = driver.find_element(By.ID, "audit").text
+        assert "bob approve_withdrawal" in audit and "alice approve_withdrawal" in audit, audit
+        assert "alice prepare_withdrawal" in audit
+        _login(driver, base, "eve")
+        driver.get(f"{base}/withdrawals/{wid}")
+        assert driver.find_elements(By.ID, "prepare") == [] and driver.find_elements(By.ID, "approve") == []
+    assert done["approved_by"] == "bob" and done["prepared_by"] == "alice"
+    wait_until(lambda: running.withdrawal(wid)["status"] in ("paid_out", "paid"), 60, "the MT5 debit")
+    [deal] = running.deals(running.withdrawal(wid)["debit"]["comment"])
+    assert deal["Profit"] == "-150.00" and int(deal["Login"]) == login

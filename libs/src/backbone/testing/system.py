@@ -51,8 +51,8 @@ OPERATORS: Final = {
 CONSOLE_TOKEN: Final = "system-console-token-0123456789"  # noqa: S105 - a test value
 CONSOLE_PASSWORD: Final = "system operator password"  # noqa: S105 - a test value
 CONSOLE_OPERATORS: Final = {  # name -> (console permissions, merchants)
-    "alice": ("view,case_work,repair_propose,repair_approve", MERCHANT),
-    "bob": ("view,case_work,repair_approve", MERCHANT),
+    "alice": ("view,case_work,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve", MERCHANT),
+    "bob": ("view,case_work,repair_approve,withdrawal_approve", MERCHANT),
     "eve": ("view", "another-merchant"),
 }
 # mt5-credit's operators (withdrawals): the same people, their own tokens for this service
@@ -329,6 +329,8 @@ class System:
                 f"{who} {perms} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
                 for who, (token, perms) in CREDIT_OPERATORS.items()
             )
+            + "console withdrawals:view,withdrawals:prepare,withdrawals:approve,operators:assert"
+            f" sha256:{hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()}\n"
         )
         api_env = {
             **db,
@@ -441,6 +443,8 @@ class System:
             "CONSOLE_RECONCILER_URL": self.urls.reconciler,
             "CONSOLE_RECONCILER_TOKEN": CONSOLE_TOKEN,
             "CONSOLE_PAYMENT_STATE_URL": self.urls.payment_state,
+            "CONSOLE_MT5_CREDIT_URL": self.urls.mt5_credit,
+            "CONSOLE_MT5_CREDIT_TOKEN": CONSOLE_TOKEN,
             "CONSOLE_MERCHANT_TOKENS_FILE": str(merchants),
             "CONSOLE_COOKIE_SECURE": "false",  # plain http on 127.0.0.1
         }
