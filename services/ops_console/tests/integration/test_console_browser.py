@@ -157,3 +157,34 @@ def test_missing_permission_and_csrf(console: Console) -> None:
     request.add_header("Cookie", f"console_session={session}")
     page = urllib.request.urlopen(request, timeout=10).read().decode()
     assert "forbidden" in page and "needs repair_propose" in page
+
+
+def test_unknowns_by_age(console: Console, browser: Any) -> None:
+    """An authorize payment-state's resolver left UNKNOWN (PaymentNeedsAttention through the
+    reconciler's real intake) is listed on the UNKNOWN page with the resolver's words and how long
+    it has waited, linked to its case; a resolved case is not listed."""
+    from reconciler.testing.world import DAY, at  # noqa: PLC0415
+
+    world = console.world
+    world.deposit(1)
+    world.publish_reports()
+    body = {
+        "merchant_id": "m1",
+        "provider": "simpsp",
+        "kind": "unknown_unresolved",
+        "detail": "authorize UNKNOWN after 5 attempts (timeout)",
+        "operation_id": "op-a9",
+        "operation_type": "authorize",
+        "operation_status": "UNKNOWN",
+        "attempts": 5,
+        "operation_started_at_ms": at(DAY, 9),
+    }
+    world.deliver("PaymentNeedsAttention", "pay-9", body, at(DAY, 12))
+    assert world.classes(world.run()) == ["stale_operation"]
+    driver = browser
+    _login(driver, console, "carol")
+    driver.get(console.base + "/unknowns")
+    table = driver.find_element(By.ID, "unknowns").text
+    _shot(driver, "08-unknowns")
+    assert "stale_operation" in table and "after 5 attempts (timeout)" in table, table
+    assert re.search(r"\d+ min", table), table

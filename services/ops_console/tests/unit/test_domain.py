@@ -103,3 +103,13 @@ def test_tones() -> None:
         "bad",
         "plain",
     ]
+
+
+def test_how_long_something_has_waited() -> None:
+    """Ages read in days, hours and minutes; a negative elapsed time (clock skew) is zero."""
+    from datetime import timedelta  # noqa: PLC0415
+
+    assert display.age(timedelta(minutes=5, seconds=59)) == "5 min"
+    assert display.age(timedelta(hours=2)) == "2 h 0 min"
+    assert display.age(timedelta(days=1, hours=2, minutes=5)) == "1 d 2 h 5 min"
+    assert display.age(timedelta(seconds=-30)) == "0 min"

@@ -90,6 +90,21 @@ class Clock:
         return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} (bd {self.business_date(at)})"
 
 
+def age(elapsed: timedelta) -> str:
+    """``timedelta(hours=26, minutes=5)`` → ``1 d 2 h 5 min``: how long something has waited."""
+    minutes = max(0, int(elapsed.total_seconds() // 60))
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    parts = [f"{days} d"] if days else []
+    parts += [f"{hours} h"] if hours or days else []
+    return " ".join([*parts, f"{mins} min"])
+
+
+def as_datetime(value: object) -> datetime | None:
+    """An aware datetime from a datetime, epoch milliseconds or an ISO text; None otherwise."""
+    return _as_datetime(value)
+
+
 def _as_datetime(value: object) -> datetime | None:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)

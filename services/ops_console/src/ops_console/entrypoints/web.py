@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Awaitable, Callable
-from datetime import date, time
+from datetime import UTC, date, datetime, time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -58,6 +58,8 @@ FORM_MAX: Final = 64 * 1024
 NOTE_MAX: Final = 500
 REPAIR_TYPES: Final = ("close", "post_journal", "mt5_credit", "mt5_debit", "apply_provider_fact")
 CASE_STATUSES: Final = ("open", "acknowledged", "resolved")
+# layer 1 (ADR 0006): what a service's resolver could not settle (UNKNOWN operations and credits)
+UNKNOWN_CLASSES: Final = ("stale_operation", "stale_mt5_operation", "needs_attention")
 ID_RE: Final = re.compile(r"[1-9][0-9]{0,17}")
 SEARCH_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 DONE: Final = {  # the only texts a redirect may ask a page to show
@@ -161,6 +163,7 @@ class Console:
                 web.post("/withdrawals/{wid}/prepare", self.prepare_withdrawal),
                 web.post("/withdrawals/{wid}/approve", self.approve_withdrawal),
                 web.post("/withdrawals/{wid}/reject", self.reject_withdrawal),
+                web.get("/unknowns", self.unknowns),
                 web.get("/runs", self.runs),
                 web.get("/audit", self.audit),
             ]
@@ -365,6 +368,27 @@ class Console:
             "done": DONE.get(request.query.get("done", ""), ""),
         }
         return self._page(request, "case.html", context, status)
+
+    @needs(Permission.VIEW)
+    async def unknowns(self, request: web.Request) -> web.StreamResponse:
+        """Operations and credits no resolver could settle (UNKNOWN, a conflict), oldest first: the
+        reconciler's layer-1 cases that are not resolved, with how long each has been waiting."""
+        session: Session = request["session"]
+        rows: list[dict[str, Any]] = []
+        error = ""
+        try:
+            for klass in UNKNOWN_CLASSES:
+                for status in ("open", "acknowledged"):
+                    query = {"class": klass, "status": status, "limit": "200"}
+                    rows += (await self._recon.get(session.operator, "/v1/cases", query))["cases"]
+        except ServiceError as exc:
+            error = _said(exc)
+        now = datetime.now(UTC)
+        for row in rows:
+            opened = display.as_datetime(row.get("opened_at"))
+            row["age"] = display.age(now - opened) if opened else ""
+        rows.sort(key=lambda r: str(r.get("opened_at", "")))
+        return self._page(request, "unknowns.html", {"rows": rows, "error": error})
 
     @needs(Permission.VIEW)
     async def runs(self, request: web.Request) -> web.StreamResponse:
