@@ -242,6 +242,12 @@ def write_secrets(target: Path = SECRETS_DIR) -> list[str]:
         f"console {OPERATORS['mt5-credit-operators']},operators:assert"
         f" sha256:{hashlib.sha256(credit_console.encode()).hexdigest()}\n"
     )
+    ledger_console = plain.setdefault("console_ledger", _token())
+    values["console-ledger-token"] = ledger_console
+    values["ledger-api-tokens"] += (
+        f"console ledger:read,operators:assert sha256:{hashlib.sha256(ledger_console.encode()).hexdigest()}\n"
+    )
+    values["console-credit-merchant-tokens"] = f"broker-eu {values['mt5-credit-api-tokens'].split('=')[0]}\n"
     values["console-merchant-tokens"] = f"broker-eu {values['payment-state-api-tokens'].split('=')[0]}\n"
     written = []
     for name, value in values.items():

@@ -21,8 +21,10 @@ Run directory: ``PRODUCT_RUN_DIR`` (default ``.local/run``): the rendered config
 from __future__ import annotations
 
 import hashlib
+import http.cookiejar
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -30,6 +32,7 @@ import sys
 import time
 import tomllib
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 import xmlrpc.client
@@ -63,8 +66,8 @@ OPERATOR_PERMISSIONS: Final = {
 OPERATORS: Final = ("alice", "bob")
 # the console's operators (local users; production: SSO): console permissions each
 CONSOLE_OPERATORS: Final = {
-    "alice": "view,case_work,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
-    "bob": "view,case_work,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
+    "alice": "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
+    "bob": "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
 }
 RECON_PERMISSIONS: Final = "cases:view,cases:work,repairs:propose,repairs:approve"
 
@@ -208,6 +211,7 @@ def ensure_secrets() -> Path:
         "ledger_app_password": _token(),
         "console": _token(),
         "console_mt5_credit": _token(),
+        "console_ledger": _token(),
         **{f"{who}:console-password": _token() for who in CONSOLE_OPERATORS},
     }
     grown = not tokens_file.exists() or any(k not in tokens for k in wanted)
@@ -232,12 +236,19 @@ def ensure_secrets() -> Path:
         },
         "console-reconciler-token": tokens["console"],
         "console-mt5-credit-token": tokens["console_mt5_credit"],
+        "console-ledger-token": tokens["console_ledger"],
+        "console-credit-merchant-tokens": f"{MERCHANT} {tokens['credit_merchant']}\n",
         "console-merchant-tokens": f"{MERCHANT} {tokens['merchant']}\n",
     }
     # the console acts at the reconciler for the operator who logged in (backbone.tokens)
     values["reconciler-operators"] += (
         f"console {RECON_PERMISSIONS},operators:assert {_sha(tokens['console'])}\n"
     )
+    credit_perms = OPERATOR_PERMISSIONS["mt5-credit-operators"]
+    values["mt5-credit-operators"] += (
+        f"console {credit_perms},operators:assert {_sha(tokens['console_mt5_credit'])}\n"
+    )
+    values["ledger-api-tokens"] += f"console ledger:read,operators:assert {_sha(tokens['console_ledger'])}\n"
     for process in catalogue():
         for name in process.secrets.values():
             if name.endswith("-db-url") and name not in values:
@@ -647,6 +658,7 @@ def smoke(login: int = 0, amount_minor: int = 12_345) -> dict[str, Any]:
         return list(body["journals"]) if code == 200 and len(body["journals"]) >= 2 else []
 
     posted = _until("the journals", journals)
+    _console_shows(payment_id, t["alice:console-password"], [f"mt5-credit:{c}" for c in _credit_ids(posted)])
     result = {
         "payment_id": payment_id,
         "deposit_reference": ref,
@@ -656,6 +668,34 @@ def smoke(login: int = 0, amount_minor: int = 12_345) -> dict[str, Any]:
     }
     out.print_json(json.dumps(result))
     return result
+
+
+def _credit_ids(journals: list[Any]) -> list[str]:
+    return [
+        str(j["reference"]).split(":", 1)[1]
+        for j in journals
+        if str(j["reference"]).startswith("mt5-credit:")
+    ]
+
+
+def _console_shows(payment_id: str, password: str, expected: list[str]) -> None:
+    """An operator logs into the console (its login form, CSRF token and session cookie, as a
+    browser does) and finds the deposit with its state, its credit and its journals."""
+    base = f"http://127.0.0.1:{next(p.port for p in catalogue() if p.name == 'ops-console')}"
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    page = opener.open(base + "/login", timeout=15).read().decode()
+    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    if token is None:
+        raise SystemExit("console: no login form")
+    form = urllib.parse.urlencode(
+        {"csrf": token.group(1), "username": "alice", "password": password}
+    ).encode()
+    opener.open(base + "/login", data=form, timeout=15).read()
+    page = opener.open(f"{base}/search?q={payment_id}", timeout=15).read().decode()
+    missing = [text for text in ["CAPTURED", *expected] if text not in page]
+    if missing:
+        raise SystemExit(f"console: the deposit page lacks {missing}")
+    out.print(f"console: alice sees {payment_id} CAPTURED with its credit and journals")
 
 
 @app.command()

@@ -38,20 +38,31 @@ def _login(driver: Any, base: str, name: str) -> None:
 
 
 def test_a_deposit_is_found_by_its_merchant_only(running: System) -> None:
-    """alice (the deposit's merchant) sees the payment CAPTURED with 250.00 USD; eve (another
-    merchant) gets "no payment"; a malformed id is an error on the page."""
+    """alice (the deposit's merchant) sees the whole story side by side: the payment CAPTURED with
+    250.00 USD, its credit done with its MT5 deal, its journals; bob (no ledger_read) is told he
+    needs it instead of the journals; eve (another merchant) gets "no payment"; a malformed id is an
+    error on the page."""
     running.open_mt5_account(7401, "cust-console")
-    _ref, payment_id = running.create_deposit("cust-console", 7401, 25_000, "pm_card_visa")
+    ref, payment_id = running.create_deposit("cust-console", 7401, 25_000, "pm_card_visa")
     running.wait_payment(payment_id, "AUTHORIZED")
     running.capture(payment_id)
     running.wait_payment(payment_id, "CAPTURED")
+    [credit] = running.wait_credits(ref, ["done"])
+    wait_until(lambda: len(running.journals(payment_id)) >= 2, 60, "the capture's and credit's journals")
     SHOTS.mkdir(parents=True, exist_ok=True)
     with chromium() as driver:
         _login(driver, running.urls.console, "alice")
         driver.get(f"{running.urls.console}/search?q={payment_id}")
-        card = driver.find_element(By.CLASS_NAME, "card").text
+        card = driver.find_element(By.ID, "payment").text
         driver.save_screenshot(str(SHOTS / "10-deposit-found.png"))
-        assert payment_id in card and "CAPTURED" in card and "250.00 USD" in card, card
+        assert "CAPTURED" in card and "250.00 USD" in card, card
+        credits = driver.find_element(By.ID, "credits").text
+        assert "done" in credits and str(credit["deal_ticket"]) in credits, credits
+        journals = driver.find_element(By.ID, "journals").text
+        assert f"mt5-credit:{credit['credit_id']}" in journals and "250.00 USD" in journals, journals
+        _login(driver, running.urls.console, "bob")  # no ledger_read: the journals are not shown
+        driver.get(f"{running.urls.console}/search?q={payment_id}")
+        assert "you need the ledger_read permission" in driver.find_element(By.CLASS_NAME, "story").text
         driver.get(f"{running.urls.console}/search?q=<script>")
         assert "letters, digits" in driver.find_element(By.CLASS_NAME, "error").text
         _login(driver, running.urls.console, "eve")

@@ -51,7 +51,10 @@ OPERATORS: Final = {
 CONSOLE_TOKEN: Final = "system-console-token-0123456789"  # noqa: S105 - a test value
 CONSOLE_PASSWORD: Final = "system operator password"  # noqa: S105 - a test value
 CONSOLE_OPERATORS: Final = {  # name -> (console permissions, merchants)
-    "alice": ("view,case_work,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve", MERCHANT),
+    "alice": (
+        "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
+        MERCHANT,
+    ),
     "bob": ("view,case_work,repair_approve,withdrawal_approve", MERCHANT),
     "eve": ("view", "another-merchant"),
 }
@@ -369,7 +372,11 @@ class System:
         db = {"DATABASE_URL": make_conninfo(**params)}  # type: ignore[arg-type]
         tokens = self.workdir / "ledger-tokens"
         digest = hashlib.sha256(LEDGER_TOKEN.encode()).hexdigest()
-        tokens.write_text(f"system ledger:read,ledger:import sha256:{digest}\n")
+        console = hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()
+        tokens.write_text(
+            f"system ledger:read,ledger:import sha256:{digest}\n"
+            f"console ledger:read,operators:assert sha256:{console}\n"
+        )
         self._run("ledger-consume", ["-m", "ledger", "consume"], {**db, **CONSUMER_ENV})
         self._run("ledger-relay", ["-m", "ledger", "relay"], {**db, **RELAY_ENV})
         api_env = {**db, "LEDGER_HTTP_PORT": str(port), "LEDGER_API_TOKENS_FILE": str(tokens)}
@@ -435,6 +442,9 @@ class System:
         merchants = self.workdir / "console-merchant-tokens"
         merchants.write_text(f"{MERCHANT} {MERCHANT_TOKEN}\n")
         merchants.chmod(0o600)
+        credit_merchants = self.workdir / "console-credit-merchant-tokens"
+        credit_merchants.write_text(f"{MERCHANT} {CREDIT_TOKEN}\n")
+        credit_merchants.chmod(0o600)
         self.urls.console = f"http://127.0.0.1:{port}"
         env = {
             "DATABASE_URL": url,
@@ -445,6 +455,12 @@ class System:
             "CONSOLE_PAYMENT_STATE_URL": self.urls.payment_state,
             "CONSOLE_MT5_CREDIT_URL": self.urls.mt5_credit,
             "CONSOLE_MT5_CREDIT_TOKEN": CONSOLE_TOKEN,
+            "CONSOLE_CREDIT_MERCHANT_TOKENS_FILE": str(credit_merchants),
+            **(
+                {"CONSOLE_LEDGER_URL": self.urls.ledger, "CONSOLE_LEDGER_TOKEN": CONSOLE_TOKEN}
+                if self.with_ledger
+                else {}
+            ),
             "CONSOLE_MERCHANT_TOKENS_FILE": str(merchants),
             "CONSOLE_COOKIE_SECURE": "false",  # plain http on 127.0.0.1
         }

@@ -52,6 +52,20 @@ class ConsoleSettings:
         secret=True,
         doc="the console's token at mt5-credit (operators:assert + withdrawals:view,prepare,approve)",
     )
+    credit_merchant_tokens_file: Path | None = setting(
+        "CONSOLE_CREDIT_MERCHANT_TOKENS_FILE",
+        None,
+        doc="lines '<merchant_id> <token>' for mt5-credit's deposit intents (a deposit's credits)",
+    )
+    ledger_url: str | None = setting(
+        "CONSOLE_LEDGER_URL", None, doc="the ledger's API (a deposit's journals)"
+    )
+    ledger_token: Secret | None = setting(
+        "CONSOLE_LEDGER_TOKEN",
+        None,
+        secret=True,
+        doc="the console's token at the ledger (operators:assert + ledger:read)",
+    )
     payment_state_url: str | None = setting(
         "CONSOLE_PAYMENT_STATE_URL", None, doc="payment-state's API; unset: no deposit search"
     )

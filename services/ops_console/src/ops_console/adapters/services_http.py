@@ -93,9 +93,38 @@ class OperatorClient(_Client):
 
 
 class PaymentsClient(_Client):
-    def __init__(self, base_url: str, merchant_tokens: dict[str, str], timeout_s: float) -> None:
+    """payment-state's payments and mt5-credit's deposit intents, each with the merchant's own token
+    at that service (a merchant without a token there is not asked)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        merchant_tokens: dict[str, str],
+        timeout_s: float,
+        credit_url: str | None = None,
+        credit_tokens: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(timeout_s)
         self._base, self._tokens = base_url.rstrip("/"), merchant_tokens
+        self._credit_base, self._credit_tokens = (credit_url or "").rstrip("/"), credit_tokens or {}
+
+    async def deposit_intent(self, merchant_id: str, deposit_reference: str) -> dict[str, Any] | None:
+        """The intent with its credit rows (status, MT5 deal ticket), or None (unknown, another
+        merchant's, or no mt5-credit token for this merchant)."""
+        token = self._credit_tokens.get(merchant_id)
+        if token is None or not self._credit_base:
+            return None
+        try:
+            async with self._session.get(
+                f"{self._credit_base}/deposit-intents/{deposit_reference}",
+                headers={"Authorization": f"Bearer {token}"},
+            ) as response:
+                if response.status == 404:
+                    return None
+                found = await _answer("mt5-credit", response)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ServiceError("mt5-credit", 503, "unavailable", type(exc).__name__) from None
+        return found if isinstance(found, dict) else None
 
     async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None:
         token = self._tokens.get(merchant_id)

@@ -37,6 +37,8 @@ MT5_CREDIT: Final[dict[Permission, str]] = {
     Permission.WITHDRAWAL_APPROVE: "withdrawals:approve",
 }
 
+LEDGER: Final[dict[Permission, str]] = {Permission.LEDGER_READ: "ledger:read"}
+
 
 class UnknownPermission(ValueError):
     pass

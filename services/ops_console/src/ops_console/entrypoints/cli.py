@@ -61,15 +61,14 @@ def migrate_command() -> None:
 def serve() -> None:
     """The web application, until SIGTERM."""
     settings = _load(ConsoleSettings)
-    merchant_tokens: dict[str, str] = {}
-    if settings.merchant_tokens_file is not None:
-        try:
-            merchant_tokens = parse_merchant_tokens(
-                settings.merchant_tokens_file.read_text(), str(settings.merchant_tokens_file)
-            )
-        except (OSError, ValueError) as exc:
-            err.print(f"CONSOLE_MERCHANT_TOKENS_FILE: {exc}")
-            raise typer.Exit(2) from None
+    try:
+        merchant_tokens = _merchant_tokens(settings.merchant_tokens_file, "CONSOLE_MERCHANT_TOKENS_FILE")
+        credit_tokens = _merchant_tokens(
+            settings.credit_merchant_tokens_file, "CONSOLE_CREDIT_MERCHANT_TOKENS_FILE"
+        )
+    except ValueError as exc:
+        err.print(str(exc))
+        raise typer.Exit(2) from None
     configure_logging(SERVICE_NAME)
     pool = AsyncConnectionPool(
         settings.database_url.reveal(), min_size=1, max_size=settings.pool_size_max, open=False
@@ -92,12 +91,21 @@ def serve() -> None:
             timeout,
         )
     payments = (
-        PaymentsClient(settings.payment_state_url, merchant_tokens, timeout)
+        PaymentsClient(
+            settings.payment_state_url, merchant_tokens, timeout, settings.mt5_credit_url, credit_tokens
+        )
         if settings.payment_state_url
         else None
     )
-    clients = [c for c in (recon, credit, payments) if c is not None]
-    web_app = Console(settings, PgConsoleStore(pool), recon, payments, Health.configured(), credit).app()
+    ledger = None
+    if settings.ledger_url and settings.ledger_token is not None:
+        ledger = OperatorClient(
+            "ledger", settings.ledger_url, settings.ledger_token.reveal(), permissions.LEDGER, timeout
+        )
+    clients = [c for c in (recon, credit, ledger, payments) if c is not None]
+    web_app = Console(
+        settings, PgConsoleStore(pool), recon, payments, Health.configured(), credit, ledger
+    ).app()
 
     async def start(_: object) -> None:
         await pool.open(wait=False)  # fills in the background; /readyz says when
@@ -112,6 +120,17 @@ def serve() -> None:
     web_app.on_startup.append(start)
     web_app.on_cleanup.append(stop)
     run(web_app, settings)
+
+
+def _merchant_tokens(path: Path | None, name: str) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        return parse_merchant_tokens(path.read_text(), str(path))
+    except OSError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def _store_call(fn_name: str, *args: object) -> object:

@@ -119,6 +119,7 @@ class Console:
         payments: Payments | None,
         health: Health,
         credit: OperatorApi | None = None,
+        ledger: OperatorApi | None = None,
     ) -> None:
         self._s, self._store, self._recon, self._payments, self._health = (
             settings,
@@ -127,7 +128,7 @@ class Console:
             payments,
             health,
         )
-        self._credit = credit
+        self._credit, self._ledger = credit, ledger
         self._clock = display.Clock(ZoneInfo(settings.timezone), time.fromisoformat(settings.business_cutoff))
         self._database = Dependency("database", SERVICE_NAME, health, up=False)
 
@@ -184,6 +185,11 @@ class Console:
             for name, value in HEADERS.items():
                 exc.headers.setdefault(name, value)
             raise
+        except Exception:  # a page, not JSON, for a person; the traceback goes to the log
+            incident = secrets.token_hex(6)
+            log.exception("console.page_failed", path=request.path, incident=incident)
+            why = f"The console could not show this page (incident {incident}, in its log)."
+            response = self._page(request, "refused.html", {"why": why, "heading": "Something failed"}, 500)
         for name, value in HEADERS.items():
             response.headers.setdefault(name, value)
         return response
@@ -295,13 +301,41 @@ class Console:
                 for merchant in session.operator.merchants:
                     payment = await self._payments.payment(merchant, q)
                     if payment is not None:
-                        found.append({"merchant": merchant, "payment": payment})
+                        found.append(await self._story(session, merchant, payment))
             except ServiceError as exc:
                 error = f"{exc.service} did not answer: {exc.detail or exc.error}"
             if not found and not error:
                 mine = ", ".join(session.operator.merchants) or "none"
                 error = f"No payment {q} under your merchants ({mine})."
         return self._page(request, "search.html", {"q": q, "found": found, "error": error})
+
+    async def _story(self, session: Session, merchant: str, payment: dict[str, Any]) -> dict[str, Any]:
+        """One deposit side by side: the payment and its operations (payment-state), the credit
+        rows with their MT5 deals (mt5-credit, the merchant's token), the journals (the ledger, for
+        an operator with ledger_read). A service that does not answer is said, never left blank."""
+        assert self._payments is not None
+        story: dict[str, Any] = {"merchant": merchant, "payment": payment, "intent": None, "journals": None}
+        notes: list[str] = []
+        reference = payment.get("deposit_reference")
+        if isinstance(reference, str) and reference:
+            try:
+                story["intent"] = await self._payments.deposit_intent(merchant, reference)
+            except ServiceError as exc:
+                notes.append(_said(exc))
+        if self._ledger is None:
+            notes.append("Journals: the ledger is not configured (CONSOLE_LEDGER_URL).")
+        elif not session.operator.may(Permission.LEDGER_READ):
+            notes.append("Journals: you need the ledger_read permission.")
+        else:
+            try:
+                query = {"payment_id": str(payment["payment_id"])}
+                story["journals"] = (await self._ledger.get(session.operator, "/v1/journals", query))[
+                    "journals"
+                ]
+            except ServiceError as exc:
+                notes.append(_said(exc))
+        story["notes"] = notes
+        return story
 
     @needs(Permission.VIEW)
     async def cases(self, request: web.Request) -> web.StreamResponse:
