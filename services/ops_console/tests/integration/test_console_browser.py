@@ -188,3 +188,25 @@ def test_unknowns_by_age(console: Console, browser: Any) -> None:
     _shot(driver, "08-unknowns")
     assert "stale_operation" in table and "after 5 attempts (timeout)" in table, table
     assert re.search(r"\d+ min", table), table
+
+
+def test_bad_paths_are_pages_that_say_why(console: Console, browser: Any) -> None:
+    """An unknown case is a 'Not found' page, a malformed id a 'Bad request' page naming the rule,
+    both with the console's own headers (a person reads them, not a JSON client)."""
+    driver = browser
+    _login(driver, console, "carol")
+    driver.get(console.base + "/cases/999999")
+    assert driver.find_element(By.TAG_NAME, "h1").text == "Not found"
+    driver.get(console.base + "/cases/abc")
+    assert driver.find_element(By.TAG_NAME, "h1").text == "Bad request"
+    assert "positive whole number" in driver.find_element(By.CLASS_NAME, "error").text
+    session, _ = _session(console, "carol")
+    request = urllib.request.Request(console.base + "/withdrawals/nope")
+    request.add_header("Cookie", f"console_session={session}")
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        raise AssertionError("expected 400 or 404")
+    except urllib.error.HTTPError as error:
+        assert error.code in (400, 404)
+        assert error.headers["X-Frame-Options"] == "DENY"
+        assert "text/html" in error.headers["Content-Type"]

@@ -40,6 +40,7 @@ from backbone.http import service_app, watch
 from backbone.logs import get_logger
 from backbone.money import MoneyError, currency_exponent, from_decimal
 from backbone.outage import Dependency
+from backbone.postgres import is_infrastructure_error
 
 from ops_console.adapters.pg_store import PgConsoleStore
 from ops_console.application import auth
@@ -181,11 +182,18 @@ class Console:
     async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             response = await self._checked(request, handler)
-        except web.HTTPException as exc:  # redirects and plain 4xx: the same headers
-            for name, value in HEADERS.items():
-                exc.headers.setdefault(name, value)
-            raise
-        except Exception:  # a page, not JSON, for a person; the traceback goes to the log
+        except web.HTTPException as exc:
+            if exc.status < 400:  # a redirect: the same headers
+                for name, value in HEADERS.items():
+                    exc.headers.setdefault(name, value)
+                raise
+            heading = {404: "Not found", 400: "Bad request"}.get(exc.status, "Refused")
+            response = self._page(
+                request, "refused.html", {"why": exc.text or exc.reason, "heading": heading}, exc.status
+            )
+        except Exception as exc:  # a page, not JSON, for a person; the traceback goes to the log
+            if is_infrastructure_error(exc) or isinstance(exc, TimeoutError):
+                raise  # backbone.http maps it to 503 and marks the database down
             incident = secrets.token_hex(6)
             log.exception("console.page_failed", path=request.path, incident=incident)
             why = f"The console could not show this page (incident {incident}, in its log)."
