@@ -210,3 +210,26 @@ def test_bad_paths_are_pages_that_say_why(console: Console, browser: Any) -> Non
         assert error.code in (400, 404)
         assert error.headers["X-Frame-Options"] == "DENY"
         assert "text/html" in error.headers["Content-Type"]
+
+
+def test_failed_logins_lock_the_name(console: Console, browser: Any) -> None:
+    """Five wrong passwords for one name lock it for the window: the right password is then
+    refused too (429, said on the page, audited); another name is not affected."""
+    driver = browser
+    for _ in range(5):
+        driver.delete_all_cookies()
+        driver.get(console.base + "/login")
+        driver.find_element(By.NAME, "username").send_keys("bob")
+        driver.find_element(By.NAME, "password").send_keys("not bob's password at all")
+        driver.find_element(By.ID, "login").click()
+        assert "Wrong name or password" in driver.find_element(By.CLASS_NAME, "error").text
+    driver.delete_all_cookies()
+    driver.get(console.base + "/login")
+    driver.find_element(By.NAME, "username").send_keys("bob")
+    driver.find_element(By.NAME, "password").send_keys(console.password)
+    driver.find_element(By.ID, "login").click()
+    assert "Too many failed logins" in driver.find_element(By.CLASS_NAME, "error").text
+    _login(driver, console, "carol")
+    driver.get(console.base + "/audit?target=operator:bob")
+    audit = driver.find_element(By.ID, "audit").text
+    assert "locked: too many refused logins" in audit and audit.count("wrong name or password") == 5

@@ -114,6 +114,17 @@ class PgConsoleStore:
                 (operator, action, target[:200], reason[:500], outcome, Jsonb(detail)),
             )
 
+    async def refused_logins(self, target: str, window_s: int) -> int:
+        """Refused logins of one name within the window (the audit is the record; indexed by time)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM audit WHERE action = 'login' AND outcome = 'refused' AND target = %s"
+                " AND at > now() - make_interval(secs => %s)",
+                (target, window_s),
+            )
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
     async def audit_entries(
         self, *, operator: str | None, target: str | None, limit: int
     ) -> list[AuditEntry]:

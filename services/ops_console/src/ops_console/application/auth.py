@@ -13,6 +13,12 @@ from ops_console.application.ports import ConsoleStore, Session
 from ops_console.domain.operators import password_matches
 
 ANONYMOUS = "(anonymous)"
+FAILURES_MAX = 5  # refused logins of one name within FAILURE_WINDOW_S lock that name until they age out
+FAILURE_WINDOW_S = 15 * 60
+
+
+class Locked(Exception):
+    """Too many refused logins for this name lately: even the right password waits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +32,16 @@ def cookie_hash(cookie: str) -> bytes:
 
 
 async def login(store: ConsoleStore, username: str, password: str, ttl_s: int) -> LoggedIn | None:
+    """A session for the right password, None for a wrong one (audited); ``Locked`` after
+    FAILURES_MAX refusals of the name within FAILURE_WINDOW_S, the right password included."""
+    target = f"operator:{username[:40]}"
+    if await store.refused_logins(target, FAILURE_WINDOW_S) >= FAILURES_MAX:
+        await store.audit(ANONYMOUS, "login", target, "locked: too many refused logins", "refused", {})
+        raise Locked
     matched = password_matches(await store.password_hash(username), password)  # same time either way
     operator = await store.operator(username) if matched else None  # None too when disabled
     if operator is None:
-        await store.audit(ANONYMOUS, "login", f"operator:{username[:40]}", "", "refused", {})
+        await store.audit(ANONYMOUS, "login", target, "wrong name or password", "refused", {})
         return None
     cookie, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     await store.open_session(cookie_hash(cookie), operator.username, csrf, ttl_s)

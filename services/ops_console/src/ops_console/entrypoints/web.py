@@ -266,11 +266,15 @@ class Console:
     async def login(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
         username, password = str(form.get("username", "")), str(form.get("password", ""))
-        logged = (
-            await auth.login(self._store, username, password, self._s.session_ttl_s)
-            if username and password
-            else None
-        )
+        try:
+            logged = (
+                await auth.login(self._store, username, password, self._s.session_ttl_s)
+                if username and password
+                else None
+            )
+        except auth.Locked:
+            wait = auth.FAILURE_WINDOW_S // 60
+            return await self._login_form(request, f"Too many failed logins: wait up to {wait} minutes.", 429)
         if logged is None:
             return await self._login_form(request, "Wrong name or password.", 401)
         response = web.HTTPSeeOther("/cases")
