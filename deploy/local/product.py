@@ -440,7 +440,9 @@ def migrate() -> None:
     )
     if done.returncode != 0:
         raise SystemExit(f"ledger provision-role failed: {done.stderr[-2000:]}")
-    for who, grants in CONSOLE_OPERATORS.items():  # the console's local users (passwords: tokens.json)
+    # the console's local users, reset on every run to these permissions and tokens.json's passwords
+    # (a dev deployment; elsewhere operators are added once with `users add --if-new`, or SSO)
+    for who, grants in CONSOLE_OPERATORS.items():
         done = subprocess.run(
             [
                 str(PYTHON),

@@ -50,14 +50,20 @@ class PgConsoleStore:
             row = await cur.fetchone()
         return None if row is None else _operator(row)
 
-    async def add_operator(self, operator: Operator, password_hash: str) -> None:
+    async def add_operator(self, operator: Operator, password_hash: str, *, replace: bool = True) -> bool:
+        """Add the operator; an existing one is replaced (and enabled again) only with ``replace``.
+        Whether a row was written."""
+        conflict = (
+            " ON CONFLICT (username) DO UPDATE SET display_name = EXCLUDED.display_name,"
+            " password_hash = EXCLUDED.password_hash, permissions = EXCLUDED.permissions,"
+            " merchants = EXCLUDED.merchants, disabled = false"
+            if replace
+            else " ON CONFLICT (username) DO NOTHING"
+        )
         async with self._pool.connection() as conn:
-            await conn.execute(
+            cur = await conn.execute(
                 "INSERT INTO operators (username, display_name, password_hash, permissions, merchants)"
-                " VALUES (%s, %s, %s, %s, %s)"
-                " ON CONFLICT (username) DO UPDATE SET display_name = EXCLUDED.display_name,"
-                " password_hash = EXCLUDED.password_hash, permissions = EXCLUDED.permissions,"
-                " merchants = EXCLUDED.merchants, disabled = false",
+                " VALUES (%s, %s, %s, %s, %s)" + conflict,
                 (
                     operator.username,
                     operator.display_name,
@@ -66,6 +72,7 @@ class PgConsoleStore:
                     list(operator.merchants),
                 ),
             )
+            return cur.rowcount == 1
 
     async def disable(self, username: str) -> bool:
         async with self._pool.connection() as conn:

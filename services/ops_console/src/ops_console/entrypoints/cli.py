@@ -138,7 +138,11 @@ def _store_call(fn_name: str, *args: object) -> object:
 
     async def go() -> object:
         async with AsyncConnectionPool(settings.database_url.reveal(), min_size=1, max_size=1) as pool:
-            return await getattr(PgConsoleStore(pool), fn_name)(*args)
+            store = PgConsoleStore(pool)
+            if fn_name == "add_operator":
+                operator, hashed, replace = args
+                return await store.add_operator(operator, hashed, replace=bool(replace))  # type: ignore[arg-type]
+            return await getattr(store, fn_name)(*args)
 
     return asyncio.run(go())
 
@@ -153,6 +157,7 @@ def users_add(
         list[str] | None, typer.Option("--merchant", help="a merchant whose payments they may see")
     ] = None,
     display_name: Annotated[str | None, typer.Option(help="shown in the console")] = None,
+    if_new: Annotated[bool, typer.Option("--if-new", help="leave an existing operator as it is")] = False,
 ) -> None:
     """Add an operator, or replace one's password, permissions and merchants (password on stdin)."""
     password = sys.stdin.readline().rstrip("\n")
@@ -164,7 +169,9 @@ def users_add(
         err.print(str(exc))
         raise typer.Exit(2) from None
     operator = Operator(username, display_name or username, granted, tuple(merchant or ()))
-    _store_call("add_operator", operator, hashed)
+    if not _store_call("add_operator", operator, hashed, not if_new):
+        out.print(f"operator {username} exists: left as it is (--if-new)")
+        return
     out.print(f"operator {username}: {', '.join(sorted(granted)) or 'no permissions'}")
 
 
