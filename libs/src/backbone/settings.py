@@ -20,6 +20,7 @@ import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, NoReturn, TypeVar, Union
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _MISSING: Final = dataclasses.MISSING
 T = TypeVar("T")
@@ -66,6 +67,20 @@ def setting(
     if default is _MISSING:
         return dataclasses.field(metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def iana_zone(value: str) -> None:
+    """A ``check`` for a setting that names a time zone: an IANA name this machine knows."""
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError("not an IANA time zone") from None
+
+
+def positive(value: int) -> None:
+    """A ``check`` for a count, size or duration that must be more than zero."""
+    if value <= 0:
+        raise ValueError("must be positive")
 
 
 def load_settings(cls: type[T], environ: Mapping[str, str] | None = None) -> T:

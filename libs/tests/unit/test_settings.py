@@ -290,3 +290,25 @@ def test_an_unreadable_file_is_refused_without_quoting_anything_from_it(tmp_path
     garbled = _problems({**env, "T_PASSWORD_FILE": str(tmp_path / "binary")})
     assert "s3cr3t" not in str(garbled)
     assert "UnicodeDecodeError" in str(garbled)
+
+
+def test_shared_checks_refuse_a_bad_zone_and_a_non_positive_count() -> None:
+    """backbone.settings' shared checks: an unknown IANA zone and a count of zero or less are
+    refused at start, naming the variable; good values load."""
+    from dataclasses import dataclass  # noqa: PLC0415
+
+    from backbone.settings import SettingsError, iana_zone, load_settings, positive, setting  # noqa: PLC0415
+
+    @dataclass(frozen=True)
+    class Checked:
+        zone: str = setting("X_ZONE", "UTC", check=iana_zone)
+        count: int = setting("X_COUNT", 1, check=positive)
+
+    assert load_settings(Checked, {"X_ZONE": "Asia/Kuala_Lumpur", "X_COUNT": "3"}) == Checked(
+        "Asia/Kuala_Lumpur", 3
+    )
+    with pytest.raises(SettingsError) as refused:
+        load_settings(Checked, {"X_ZONE": "Mars/Olympus", "X_COUNT": "0"})
+    text = str(refused.value)
+    assert "X_ZONE" in text and "not an IANA time zone" in text
+    assert "X_COUNT" in text and "must be positive" in text

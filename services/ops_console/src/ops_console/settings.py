@@ -7,27 +7,14 @@ from dataclasses import dataclass
 from datetime import time
 from pathlib import Path
 from typing import Final
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from backbone.settings import Secret, setting
+from backbone.settings import Secret, iana_zone, positive, setting
 
 SERVICE_NAME: Final = "ops-console"
 
 
-def _zone(value: str) -> None:
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError("not an IANA time zone") from None
-
-
 def _cutoff(value: str) -> None:
     time.fromisoformat(value)
-
-
-def _positive(value: int) -> None:
-    if value <= 0:
-        raise ValueError("must be positive")
 
 
 @dataclass(frozen=True)
@@ -72,7 +59,7 @@ class ConsoleSettings:
     merchant_tokens_file: Path | None = setting(
         "CONSOLE_MERCHANT_TOKENS_FILE", None, doc="lines '<merchant_id> <token>' for payment-state"
     )
-    timezone: str = setting("CONSOLE_TIMEZONE", "UTC", doc="every time on every page", check=_zone)
+    timezone: str = setting("CONSOLE_TIMEZONE", "UTC", doc="every time on every page", check=iana_zone)
     business_cutoff: str = setting(
         "CONSOLE_BUSINESS_CUTOFF",
         "00:00",
@@ -80,13 +67,13 @@ class ConsoleSettings:
         check=_cutoff,
     )
     session_ttl_s: int = setting(
-        "CONSOLE_SESSION_TTL_S", 8 * 3600, doc="a login lasts this long", check=_positive
+        "CONSOLE_SESSION_TTL_S", 8 * 3600, doc="a login lasts this long", check=positive
     )
     cookie_secure: bool = setting(
         "CONSOLE_COOKIE_SECURE", True, doc="Secure cookies (HTTPS); false only for http://127.0.0.1 in dev"
     )
     service_timeout_s: int = setting(
-        "CONSOLE_SERVICE_TIMEOUT_S", 10, doc="bound on one call to a service", check=_positive
+        "CONSOLE_SERVICE_TIMEOUT_S", 10, doc="bound on one call to a service", check=positive
     )
     pool_size_max: int = setting("CONSOLE_DB_POOL_SIZE_MAX", 4, doc="database connections")
 

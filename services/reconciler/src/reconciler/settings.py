@@ -12,21 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from backbone.kafka.topics import topic_name
-from backbone.settings import Secret, setting
+from backbone.settings import Secret, iana_zone, setting
 
 from reconciler.domain.dates import BusinessCalendar, parse_cutoff
 
 SERVICE_NAME: Final = "reconciler"
-
-
-def _zone(value: str) -> None:
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError("not an IANA time zone") from None
 
 
 def _cutoff(value: str) -> None:
@@ -48,7 +41,7 @@ def _horizon(value: int) -> None:
 class ReconSettings:
     database_url: str = setting("DATABASE_URL", doc="the reconciler's own database")
     business_timezone: str = setting(
-        "RECON_BUSINESS_TIMEZONE", "UTC", doc="IANA zone of the business day", check=_zone
+        "RECON_BUSINESS_TIMEZONE", "UTC", doc="IANA zone of the business day", check=iana_zone
     )
     cutoff: str = setting(
         "RECON_CUTOFF", "00:00", doc="HH:MM local time at which a business day starts", check=_cutoff

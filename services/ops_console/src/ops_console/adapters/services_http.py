@@ -32,7 +32,9 @@ async def _answer(service: str, response: aiohttp.ClientResponse) -> Any:
 
 
 class _Client:
-    """One aiohttp session per process, opened on the server's loop (``start``) and closed with it."""
+    """One aiohttp session per process, opened on the server's loop (``start``) and closed with it;
+    every call goes through ``_call``: a service's 4xx/5xx is its ``ServiceError``, no answer is a
+    503 ``unavailable``."""
 
     def __init__(self, timeout_s: float) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -45,10 +47,25 @@ class _Client:
         if self._http is not None:
             await self._http.close()
 
-    @property
-    def _session(self) -> aiohttp.ClientSession:
+    async def _call(
+        self,
+        service: str,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        *,
+        absent_is_none: bool = False,
+        **kw: Any,
+    ) -> Any:
+        """The JSON answer; None for a 404 when ``absent_is_none`` (a read of something not there)."""
         assert self._http is not None, "start() first"
-        return self._http
+        try:
+            async with self._http.request(method, url, headers=headers, **kw) as response:
+                if absent_is_none and response.status == 404:
+                    return None
+                return await _answer(service, response)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ServiceError(service, 503, "unavailable", type(exc).__name__) from None
 
 
 class OperatorClient(_Client):
@@ -74,22 +91,12 @@ class OperatorClient(_Client):
         }
 
     async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any:
-        try:
-            async with self._session.get(
-                self._base + path, params=query or {}, headers=self._headers(operator)
-            ) as response:
-                return await _answer(self._service, response)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ServiceError(self._service, 503, "unavailable", type(exc).__name__) from None
+        return await self._call(
+            self._service, "GET", self._base + path, self._headers(operator), params=query or {}
+        )
 
     async def post(self, operator: Operator, path: str, body: dict[str, Any]) -> Any:
-        try:
-            async with self._session.post(
-                self._base + path, json=body, headers=self._headers(operator)
-            ) as response:
-                return await _answer(self._service, response)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ServiceError(self._service, 503, "unavailable", type(exc).__name__) from None
+        return await self._call(self._service, "POST", self._base + path, self._headers(operator), json=body)
 
 
 class PaymentsClient(_Client):
@@ -114,33 +121,22 @@ class PaymentsClient(_Client):
         token = self._credit_tokens.get(merchant_id)
         if token is None or not self._credit_base:
             return None
-        try:
-            async with self._session.get(
-                f"{self._credit_base}/deposit-intents/{deposit_reference}",
-                headers={"Authorization": f"Bearer {token}"},
-            ) as response:
-                if response.status == 404:
-                    return None
-                found = await _answer("mt5-credit", response)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ServiceError("mt5-credit", 503, "unavailable", type(exc).__name__) from None
+        url = f"{self._credit_base}/deposit-intents/{deposit_reference}"
+        found = await self._call("mt5-credit", "GET", url, _bearer(token), absent_is_none=True)
         return found if isinstance(found, dict) else None
 
     async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None:
         token = self._tokens.get(merchant_id)
         if token is None:
             return None
-        try:
-            async with self._session.get(
-                f"{self._base}/payments/{payment_id}", headers={"Authorization": f"Bearer {token}"}
-            ) as response:
-                if response.status == 404:
-                    return None
-                found = await _answer("payment-state", response)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ServiceError("payment-state", 503, "unavailable", type(exc).__name__) from None
+        url = f"{self._base}/payments/{payment_id}"
+        found = await self._call("payment-state", "GET", url, _bearer(token), absent_is_none=True)
         payment = found.get("payment") if isinstance(found, dict) else None  # {"payment": {...}}
         return payment if isinstance(payment, dict) else None
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 def parse_merchant_tokens(text: str, source: str) -> dict[str, str]:

@@ -475,7 +475,7 @@ class Console:
     async def acknowledge(self, request: web.Request) -> web.StreamResponse:
         case_id = _path_id(request, "case_id")
         form = await request.post()
-        return await self._act(
+        return await self._case_act(
             request,
             case_id,
             "acknowledge",
@@ -509,7 +509,7 @@ class Console:
                 out["mt5_login"] = int(login)
             return out
 
-        return await self._act(
+        return await self._case_act(
             request,
             case_id,
             "propose_repair",
@@ -531,7 +531,7 @@ class Console:
                 raise FormError("the approval must name the command's digest you saw")
             return {"command_digest": digest}
 
-        return await self._act(
+        return await self._case_act(
             request,
             case_id,
             "approve_repair",
@@ -546,7 +546,7 @@ class Console:
         repair_id = _path_id(request, "repair_id")
         form = await request.post()
         case_id = _form_id(form.get("case_id"))
-        return await self._act(
+        return await self._case_act(
             request,
             case_id,
             "reject_repair",
@@ -633,37 +633,39 @@ class Console:
             "w_rejected",
         )
 
-    async def _withdrawal_act(
+    async def _act(
         self,
         request: web.Request,
-        wid: str,
+        api: OperatorApi,
         action: str,
+        target: str,
         body: Callable[[], dict[str, Any]],
-        verb: str,
-        done: str,
+        path: str,
+        page: Callable[[str, int], Awaitable[web.StreamResponse]],
+        done_url: str,
     ) -> web.StreamResponse:
+        """Every operator act: validate the form, call the service for the operator, audit what
+        happened (ok, refused by the form, refused or failed at the service) and either show the
+        page again with the reason (``page(error, status)``) or redirect to ``done_url``."""
         session: Session = request["session"]
-        target = f"withdrawal:{wid}"
         try:
             payload = body()
         except FormError as exc:
             await self._audit(session, action, target, "refused", str(exc))
-            return await self._withdrawal_page(request, wid, str(exc), 400)
+            return await page(str(exc), 400)
+        reason = str(payload.get("reason") or payload.get("note") or "")
         try:
-            answer = await self._credit_api().post(session.operator, f"/v1/withdrawals/{wid}/{verb}", payload)
+            answer = await api.post(session.operator, path, payload)
         except ServiceError as exc:
             outcome = "failed" if exc.status >= 500 else "refused"
             said = f"{exc.service}: {exc.detail or exc.error}"
-            await self._audit(
-                session, action, target, outcome, f"{payload['reason']} | {said}", service_error=exc.error
-            )
-            return await self._withdrawal_page(
-                request, wid, _said(exc), exc.status if exc.status < 500 else 502
-            )
-        await self._audit(session, action, target, "ok", payload["reason"], answer=answer)
-        raise web.HTTPSeeOther(f"/withdrawals/{wid}?done={done}")
+            why = f"{reason} | {said}" if reason else said
+            await self._audit(session, action, target, outcome, why, service_error=exc.error)
+            return await page(_said(exc), exc.status if exc.status < 500 else 502)
+        await self._audit(session, action, target, "ok", reason, answer=answer)
+        raise web.HTTPSeeOther(done_url)
 
-    async def _act(
+    async def _case_act(
         self,
         request: web.Request,
         case_id: int,
@@ -673,27 +675,38 @@ class Console:
         path: str,
         done: str,
     ) -> web.StreamResponse:
-        """Validate the form, call the service for the operator, audit what happened (ok, refused by
-        the form, refused by the service), then show the case again."""
-        session: Session = request["session"]
-        try:
-            payload = body()
-        except FormError as exc:
-            await self._audit(session, action, target, "refused", str(exc))
-            return await self._case_page(request, case_id, str(exc), 400)
-        reason = str(payload.get("reason") or payload.get("note") or "")
-        try:
-            answer = await self._recon.post(session.operator, path, payload)
-        except ServiceError as exc:
-            outcome = "failed" if exc.status >= 500 else "refused"
-            said = f"{exc.service}: {exc.detail or exc.error}"
-            why = f"{reason} | {said}" if reason else said
-            await self._audit(session, action, target, outcome, why, service_error=exc.error)
-            return await self._case_page(
-                request, case_id, _said(exc), exc.status if exc.status < 500 else 502
-            )
-        await self._audit(session, action, target, "ok", reason, answer=answer)
-        raise web.HTTPSeeOther(f"/cases/{case_id}?done={done}")
+        """An act on a case or its repair, at the reconciler; the case's page shows the outcome."""
+        return await self._act(
+            request,
+            self._recon,
+            action,
+            target,
+            body,
+            path,
+            lambda error, status: self._case_page(request, case_id, error, status),
+            f"/cases/{case_id}?done={done}",
+        )
+
+    async def _withdrawal_act(
+        self,
+        request: web.Request,
+        wid: str,
+        action: str,
+        body: Callable[[], dict[str, Any]],
+        verb: str,
+        done: str,
+    ) -> web.StreamResponse:
+        """An act on a withdrawal, at mt5-credit; the withdrawal's page shows the outcome."""
+        return await self._act(
+            request,
+            self._credit_api(),
+            action,
+            f"withdrawal:{wid}",
+            body,
+            f"/v1/withdrawals/{wid}/{verb}",
+            lambda error, status: self._withdrawal_page(request, wid, error, status),
+            f"/withdrawals/{wid}?done={done}",
+        )
 
 
 def _said(exc: ServiceError) -> str:
