@@ -66,14 +66,16 @@ def make_async_pool(
     autocommit: bool = False,
     timeout_s: float = CONNECT_TIMEOUT_S,
     statement_timeout_ms: int | None = None,
+    options: str = "",
 ) -> AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]:
-    """The same for an event loop; unopened (``await pool.open()`` inside the loop)."""
+    """The same for an event loop; unopened (``await pool.open()`` inside the loop). ``options``:
+    more server settings for every connection (``-c name=value ...``)."""
     checker = _AsyncChecker()
     pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] = AsyncConnectionPool(
         url,
         min_size=min(size_min, size_max),
         max_size=size_max,
-        kwargs=_connection_kwargs(name, autocommit, statement_timeout_ms),
+        kwargs=_connection_kwargs(name, autocommit, statement_timeout_ms, options),
         name=name,
         open=False,
         timeout=timeout_s,
@@ -83,12 +85,17 @@ def make_async_pool(
     return pool
 
 
-def _connection_kwargs(name: str, autocommit: bool, statement_timeout_ms: int | None) -> dict[str, Any]:
+def _connection_kwargs(
+    name: str, autocommit: bool, statement_timeout_ms: int | None, options: str = ""
+) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": name}
     if autocommit:
         kwargs["autocommit"] = True
+    settings = [options] if options else []
     if statement_timeout_ms is not None:
-        kwargs["options"] = f"-c statement_timeout={statement_timeout_ms}"
+        settings.append(f"-c statement_timeout={statement_timeout_ms}")
+    if settings:
+        kwargs["options"] = " ".join(settings)
     return kwargs
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 from backbone.health import Health
+from backbone.postgres import make_async_pool
 from backbone.postgres.migrations import MigrationSource, backbone_source, migrate
 from psycopg_pool import AsyncConnectionPool
 
@@ -59,14 +60,13 @@ class Simulator:
 
 
 async def build(settings: SimSettings, health: Health) -> Simulator:
-    pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+    # backbone's pool: a connection is checked before it is handed out (none dead after a restart)
+    pool: AsyncConnectionPool[Conn] = make_async_pool(
         settings.database_url.reveal(),
-        min_size=2,
-        max_size=settings.db_pool_size_max,
-        kwargs={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "psp_sim"},
-        open=False,
-        timeout=CONNECT_TIMEOUT_S,
+        size_min=2,
+        size_max=settings.db_pool_size_max,
         name="psp_sim",
+        timeout_s=CONNECT_TIMEOUT_S,
     )
     await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
     base = base_config(settings)

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import psycopg
 from backbone.invariants import invariant, unreachable
+from backbone.postgres import make_async_pool
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -106,19 +107,16 @@ class PgStore:
 
     def __init__(self, url: str, *, pool_size: int, synchronous_commit: bool) -> None:
         options = "" if synchronous_commit else "-c synchronous_commit=off"
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] = AsyncConnectionPool(
+        # backbone's pool: a connection is checked before it is handed out, so after a database
+        # restart no request gets a dead one
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] = make_async_pool(
             url,
-            min_size=pool_size,
-            max_size=pool_size,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": CONNECT_TIMEOUT_S,
-                "application_name": "mt5_sim",
-                "options": options,
-            },
-            open=False,
-            timeout=CONNECT_TIMEOUT_S,
+            size_min=pool_size,
+            size_max=pool_size,
             name="mt5_sim",
+            autocommit=True,
+            timeout_s=CONNECT_TIMEOUT_S,
+            options=options,
         )
 
     async def open(self) -> None:
