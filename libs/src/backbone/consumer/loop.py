@@ -130,6 +130,7 @@ class IdempotentConsumer:
         self._kafka = Dependency("kafka", settings.consumer_name, self._health, up=False)
         self._database = Dependency("database", settings.consumer_name, self._health, up=False)
         self._stop = threading.Event()
+        self._fatal: KafkaError | None = None  # librdkafka gave up on this consumer instance
         self._conn: psycopg.Connection | None = None
         self._unchecked: set[TopicPartitionKey] = set()  # assigned, in-flight marker not looked at
         self._suspect: dict[TopicPartitionKey, int] = {}  # partition -> last offset to apply carefully
@@ -173,8 +174,9 @@ class IdempotentConsumer:
                 self._health.beat()
                 self.poll_once()
         finally:
-            self._flush_commits(set(self._pending_commits))
-            self._consumer.close()  # leaves the group: partitions move at once, not after a timeout
+            if self._fatal is None:
+                self._flush_commits(set(self._pending_commits))
+                self._consumer.close()  # leaves the group: partitions move at once, not after a timeout
             self._close_connection()
             log.info("consumer.stopped", consumer=self._name)
 
@@ -185,6 +187,11 @@ class IdempotentConsumer:
         at moderate rates turns the poll timeout into latency. So: block for the first message
         only, then take what is buffered, lingering at most ``batch_linger_ms`` to fill the batch.
         """
+        if self._fatal is not None:
+            # A fatal error leaves the instance unusable: its polls return nothing ever after
+            # (a drill saw "static consumer fenced" after a broker crash, then silence with the
+            # process alive). Leave, so that what runs the process starts a fresh consumer.
+            raise KafkaException(self._fatal)
         first = self._consumer.poll(self._s.poll_timeout_ms / 1000)
         if first is None:
             if not self._database.up:
@@ -501,7 +508,8 @@ class IdempotentConsumer:
 
     def _on_kafka_error(self, error: KafkaError) -> None:
         if error.fatal():
-            log.error("consumer.kafka_fatal", consumer=self._name, error=error.str())
+            log.error("consumer.kafka_fatal", consumer=self._name, error=error.str(), action="exit")
+            self._fatal = error
         self._kafka.failed(error.str())
 
     def _on_statistics(self, raw: str) -> None:
