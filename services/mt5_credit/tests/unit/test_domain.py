@@ -174,15 +174,16 @@ def test_precheck_rechecks_owner_enabled_and_currency() -> None:
 
 
 def test_lookup_verdicts_follow_the_seed() -> None:
-    """found -> done; absent -> pending; conflict -> unknown + person; no answer -> unknown + alert, then
-    person."""
+    """found -> done; absent -> pending; conflict -> unknown + person, no more lookups; no answer ->
+    unknown + alert, then a person is told but the row is still looked up (MT5 may come back)."""
     assert after_lookup(LookupKind.FOUND, 0, TIMING).target == "done"
     assert after_lookup(LookupKind.ABSENT, 0, TIMING).target == "pending"
     conflict = after_lookup(LookupKind.CONFLICT, 0, TIMING)
-    assert (conflict.target, conflict.needs_person) == ("unknown", True)
+    assert (conflict.target, conflict.needs_person, conflict.stop_looking) == ("unknown", True, True)
     first = after_lookup(LookupKind.NO_ANSWER, 1, TIMING)
     assert (first.target, first.alert, first.needs_person) == ("unknown", True, False)
-    assert after_lookup(LookupKind.NO_ANSWER, 3, TIMING).needs_person
+    given_up = after_lookup(LookupKind.NO_ANSWER, 3, TIMING)
+    assert (given_up.needs_person, given_up.stop_looking) == (True, False)
 
 
 def test_lookup_window_starts_before_the_claim_on_the_server_clock() -> None:

@@ -97,7 +97,7 @@ class Resolver:
                 target,
                 reason,
                 ticket=ticket,
-                needs_person=verdict.needs_person,
+                needs_person=verdict.stop_looking,
                 silent=silent,
                 next_lookup_ms=delay_ms,
             )

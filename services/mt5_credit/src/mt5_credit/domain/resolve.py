@@ -62,6 +62,11 @@ class Resolution:
     needs_person: bool  # open a case (once) and emit Mt5CreditNeedsAttention (once)
     alert: bool  # page someone: MT5 cannot be asked
     reason: str
+    # only a person can settle it: no more lookups (conflicting deals). A silent MT5 opens the case
+    # but the row is still looked up (at the capped backoff): when MT5 answers again the row settles
+    # by itself and the case's later facts settle the case (a drill found 7 credits parked for a
+    # person after a 3 s MT5 restart)
+    stop_looking: bool = False
 
 
 def after_lookup(kind: LookupKind, no_answer_attempts: int, timing: ResolveTiming) -> Resolution:
@@ -72,7 +77,9 @@ def after_lookup(kind: LookupKind, no_answer_attempts: int, timing: ResolveTimin
         case LookupKind.ABSENT:
             return Resolution("pending", needs_person=False, alert=False, reason="complete answer, no deal")
         case LookupKind.CONFLICT:
-            return Resolution("unknown", needs_person=True, alert=False, reason="conflicting deals")
+            return Resolution(
+                "unknown", needs_person=True, alert=False, reason="conflicting deals", stop_looking=True
+            )
         case LookupKind.NO_ANSWER:
             give_up = no_answer_attempts >= timing.no_answer_attempts_max
             reason = f"MT5 gave no answer to {no_answer_attempts} lookup(s)"
