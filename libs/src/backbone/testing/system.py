@@ -136,6 +136,7 @@ class System:
     # k of type "ledger-consume" is the process "ledger-consume.k", with its own health port and slot id
     replicas: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)  # type -> (args, env)
+    extra_env: dict[str, dict[str, str]] = field(default_factory=dict)  # process type -> more settings
 
     def start(self) -> System:
         self._namespace = topic_namespace(self.stack.kafka_bootstrap, self.partitions)
@@ -175,6 +176,7 @@ class System:
 
     def _run(self, name: str, args: list[str], env: dict[str, str]) -> Proc:
         """Start process type ``name``: one process, or ``replicas[name]`` instances ``name.k``."""
+        env = {**env, **self.extra_env.get(name, {})}
         count = self.replicas.get(name, 1)
         if count == 1:
             return self._start(name, args, env)

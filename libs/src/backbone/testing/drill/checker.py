@@ -1,0 +1,297 @@
+"""The promises a drill checks once the faults are over and the system is quiet.
+
+Each check returns the violations it found as sentences naming the deposit, the payment and what
+was expected; an empty list is a pass. The checks read the product through its own APIs (payment-
+state, mt5-credit, the ledger), MT5 through the simulator's control API (what the trading server
+holds), the payment facts topic from Kafka, and each service's ``dead_letters`` table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, Final
+
+import psycopg
+
+from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.testing import kafka as test_kafka
+from backbone.testing.drill.history import History
+from backbone.testing.drill.workload import LOGINS, Deposit, Workload
+from backbone.testing.system import LEDGER_TOKEN, System
+
+CAPTURED_OR_LATER: Final = frozenset({"CAPTURED", "PARTIALLY_REFUNDED", "REFUNDED"})
+RANK: Final = {
+    "CREATED": 0,
+    "REQUIRES_ACTION": 1,
+    "AUTHORIZED": 2,
+    "CAPTURED": 3,
+    "PARTIALLY_REFUNDED": 4,
+    "REFUNDED": 5,
+    "FAILED": 9,
+    "CANCELED": 9,
+}
+PAYMENT_ORDER: Final = ("PaymentAuthorized", "PaymentCaptured", "RefundSucceeded")
+SERVICES_WITH_CONSUMERS: Final = ("payment_state", "mt5_credit", "ledger", "reconciler")
+
+
+class Checker:
+    def __init__(self, system: System, workload: Workload, history: History, deposits: list[Deposit]) -> None:
+        self.system, self.workload, self.history, self.deposits = system, workload, history, deposits
+        self.payments: dict[int, dict[str, Any] | None] = {}
+        self.credit_rows: dict[int, list[dict[str, Any]]] = {}
+
+    # --- getting to the end state ---------------------------------------------------------------
+
+    def settle_unknowns(self) -> None:
+        """A client asks again, with the same key, whatever it never got a definite answer to."""
+        for request in self.history.unknown():
+            if request.op == "dispute":
+                continue  # the bank's dispute has no key: asking again could dispute twice
+            self.workload.client.retry(request, deadline_s=60)
+
+    def converge(self, timeout_s: float) -> list[int]:
+        """Wait until every deposit's visible state is final; returns those that never got there."""
+        deadline = time.monotonic() + timeout_s
+        pending = [d for d in self.deposits if d.payment_id]
+        while pending and time.monotonic() < deadline:
+            pending = [d for d in pending if not self._final(d)]
+            if pending:
+                time.sleep(1.0)
+        for d in self.deposits:
+            if d.payment_id:
+                self.payments[d.number] = self.workload.payment(d)
+                self.credit_rows[d.number] = self.workload.credits(d) or []
+        return [d.number for d in pending]
+
+    def _final(self, d: Deposit) -> bool:  # noqa: PLR0911 - one early answer per unfinished part
+        payment = self.workload.payment(d)
+        if payment is None:
+            return False
+        status = str(payment["status"])
+        if status in ("CREATED", "REQUIRES_ACTION"):
+            return False
+        rows = self.workload.credits(d)
+        if rows is None:
+            return False
+        if status in CAPTURED_OR_LATER and not any(
+            r["kind"] == "credit" and r["status"] == "done" for r in rows
+        ):
+            return False
+        wanted_debits = _ok(d, "refund") + _ok(d, "dispute")
+        done_debits = sum(1 for r in rows if r["kind"] == "debit" and r["status"] == "done")
+        if done_debits < wanted_debits:
+            return False
+        if any(r["status"] not in ("done", "rejected", "failed", "cancelled", "canceled") for r in rows):
+            return False
+        journals = self._journals(d.payment_id)
+        if journals is None:
+            return False
+        kinds = {j["reference"].split(":")[0] for j in journals}
+        return status not in CAPTURED_OR_LATER or {"capture", "mt5-credit"} <= kinds
+
+    # --- the checks ------------------------------------------------------------------------------
+
+    def run_all(self) -> dict[str, list[str]]:
+        checks: dict[str, Callable[[], list[str]]] = {
+            "every request got a definite answer": self.answers,
+            "every acknowledged request is reflected": self.acknowledged,
+            "one MT5 deal per money movement, none else": self.deals,
+            "no payment status moved backwards": self.forward_only,
+            "payment facts in state-machine order": self.event_order,
+            "every journal balances, each once": self.journals,
+            "client liability per login equals its MT5 deals": self.liability,
+            "no dead letters": self.dead_letters,
+        }
+        results: dict[str, list[str]] = {}
+        for name, check in checks.items():
+            try:
+                results[name] = check()
+            except Exception as error:
+                results[name] = [f"the check could not run: {error!r}"]
+        return results
+
+    def answers(self) -> list[str]:
+        out = []
+        for r in self.history.requests:
+            if r.outcome == "unknown" and r.op != "dispute":
+                out.append(
+                    f"{r.op} {r.subject}: no definite answer after quiescence ({r.status} {r.last_error})"
+                )
+            if r.outcome == "failed":
+                out.append(f"{r.op} {r.subject}: a valid request was refused: {r.status} {r.answer}")
+        return out
+
+    def acknowledged(self) -> list[str]:
+        out = []
+        for d in self.deposits:
+            payment = self.payments.get(d.number)
+            if _ok(d, "payment") and payment is None:
+                out.append(f"d{d.number}: payment {d.payment_id} acknowledged but not found")
+                continue
+            status = str(payment["status"]) if payment else ""
+            if _ok(d, "capture") and status not in CAPTURED_OR_LATER:
+                out.append(f"d{d.number}: capture acknowledged, payment {d.payment_id} is {status}")
+            if _ok(d, "refund") and status not in ("PARTIALLY_REFUNDED", "REFUNDED"):
+                out.append(f"d{d.number}: refund acknowledged, payment {d.payment_id} is {status}")
+            rows = self.credit_rows.get(d.number, [])
+            debits = [r for r in rows if r["kind"] == "debit" and r["status"] == "done"]
+            if len(debits) < _ok(d, "refund") + _ok(d, "dispute"):
+                out.append(f"d{d.number}: refund/dispute acknowledged, debits done: {debits}")
+        return out
+
+    def deals(self) -> list[str]:
+        assert self.system.mt5 is not None
+        out: list[str] = []
+        explained: dict[str, tuple[int, Decimal]] = {}  # comment -> (login, amount)
+        for d in self.deposits:
+            status = str((self.payments.get(d.number) or {}).get("status", ""))
+            rows = self.credit_rows.get(d.number, [])
+            credits = [r for r in rows if r["kind"] == "credit"]
+            if status in CAPTURED_OR_LATER and len(credits) != 1:
+                out.append(f"d{d.number}: captured payment {d.payment_id} has credit rows {credits}")
+            if status and status not in CAPTURED_OR_LATER and rows:
+                out.append(f"d{d.number}: payment {d.payment_id} is {status} but has credit rows {rows}")
+            for row in rows:
+                prefix = "dep" if row["kind"] == "credit" else "dbt"
+                amount = Decimal(row["amount_minor"]) / 100 * (1 if row["kind"] == "credit" else -1)
+                explained[f"{prefix}:{row['credit_id']}"] = (d.login, amount)
+        for login in LOGINS:
+            found = self.system.mt5.control.deals(login=login)
+            per_comment = Counter(str(deal["Comment"]) for deal in found)
+            for deal in found:
+                comment = str(deal["Comment"])
+                want = explained.get(comment)
+                if want is None:
+                    out.append(
+                        f"login {login}: deal {deal['Deal']} {comment!r} {deal['Profit']}"
+                        " explained by nothing"
+                    )
+                elif want != (login, Decimal(str(deal["Profit"]))):
+                    out.append(
+                        f"login {login}: deal {deal['Deal']} {comment!r} {deal['Profit']}, expected {want}"
+                    )
+            out += [f"login {login}: {n} deals with comment {c!r}" for c, n in per_comment.items() if n > 1]
+        seen = {
+            str(deal["Comment"]) for login in LOGINS for deal in self.system.mt5.control.deals(login=login)
+        }
+        for d in self.deposits:
+            for row in self.credit_rows.get(d.number, []):
+                comment = f"{'dep' if row['kind'] == 'credit' else 'dbt'}:{row['credit_id']}"
+                if row["status"] == "done" and comment not in seen:
+                    out.append(f"d{d.number}: {row['kind']} {row['credit_id']} is done without a deal")
+        return out
+
+    def forward_only(self) -> list[str]:
+        out = []
+        for d in self.deposits:
+            ranks = [RANK.get(s, -1) for s in d.seen]
+            if ranks != sorted(ranks):
+                out.append(f"d{d.number}: payment {d.payment_id} seen as {d.seen}")
+        return out
+
+    def event_order(self) -> list[str]:
+        codec = AvroCodec(SchemaCatalogue.default())
+        records = test_kafka.read_topic(
+            self.system.stack.kafka_bootstrap, f"{self.system.prefix}payments.events"
+        )
+        partitions: dict[str, set[int]] = defaultdict(set)
+        order: dict[str, list[str]] = defaultdict(list)
+        for record in sorted(records, key=lambda r: (r.partition, r.offset)):
+            event = codec.decode(record.value or b"")
+            partitions[event.envelope.payment_id].add(record.partition)
+            if event.event_type in PAYMENT_ORDER:
+                order[event.envelope.payment_id].append(event.event_type)
+        out = []
+        for d in self.deposits:
+            if not d.payment_id:
+                continue
+            if len(partitions[d.payment_id]) > 1:
+                out.append(f"d{d.number}: facts of {d.payment_id} on partitions {partitions[d.payment_id]}")
+            seen = order[d.payment_id]
+            if seen != sorted(seen, key=PAYMENT_ORDER.index):
+                out.append(f"d{d.number}: facts of {d.payment_id} in order {seen}")
+        return out
+
+    def _journals(self, payment_id: str) -> list[dict[str, Any]] | None:
+        status, body = self.workload.client.get(
+            f"{self.system.urls.ledger}/v1/journals?payment_id={payment_id}", LEDGER_TOKEN
+        )
+        if status != 200:
+            return None
+        return list(body["journals"] if isinstance(body, dict) else body)
+
+    def journals(self) -> list[str]:
+        out = []
+        for d in self.deposits:
+            if not d.payment_id:
+                continue
+            journals = self._journals(d.payment_id)
+            if journals is None:
+                out.append(f"d{d.number}: the ledger did not answer for {d.payment_id}")
+                continue
+            kinds = Counter(j["reference"] for j in journals)
+            out += [f"d{d.number}: journal {ref} posted {n} times" for ref, n in kinds.items() if n > 1]
+            for j in journals:
+                sums: Counter[str] = Counter()
+                for line in j["entries"]:
+                    sign = 1 if line["direction"] == "debit" else -1
+                    sums[line["currency"]] += sign * int(line["amount_minor"])
+                if any(sums.values()):
+                    out.append(f"d{d.number}: journal {j['journal_id']} does not balance: {dict(sums)}")
+            status = str((self.payments.get(d.number) or {}).get("status", ""))
+            have = {ref.split(":")[0] for ref in kinds}
+            if status in CAPTURED_OR_LATER and not {"capture", "mt5-credit"} <= have:
+                out.append(f"d{d.number}: captured and credited, journals {sorted(have)}")
+        return out
+
+    def liability(self) -> list[str]:
+        assert self.system.mt5 is not None
+        out = []
+        for login in LOGINS:
+            deals = self.system.mt5.control.deals(login=login)
+            on_mt5 = sum(int(Decimal(str(deal["Profit"])) * 100) for deal in deals)
+            status, body = self.workload.client.get(
+                f"{self.system.urls.ledger}/v1/accounts/client_mt5_balances/USD/balance?holder=mt5:{login}",
+                LEDGER_TOKEN,
+            )
+            if status != 200:
+                out.append(f"login {login}: the ledger's balance did not answer ({status} {body})")
+                continue
+            books = int(body["balance_minor"])
+            if books != on_mt5:
+                out.append(f"login {login}: the books hold {books}, MT5's deals sum to {on_mt5}")
+        return out
+
+    def dead_letters(self) -> list[str]:
+        out = []
+        for service in SERVICES_WITH_CONSUMERS:
+            with psycopg.connect(self.system.dbs[service], autocommit=True) as conn:
+                rows = conn.execute(
+                    "SELECT consumer, topic, error_class, reason FROM dead_letters"
+                ).fetchall()
+            out += [f"{service}: dead letter {row}" for row in rows]
+        return out
+
+    def reconciliation(self, attempts: int = 3) -> tuple[list[str], dict[str, Any]]:
+        """Today's run must be clean; a run that is not is tried again a little later (the
+        reconciler's read models may still be catching up), then its findings are violations."""
+        day = dt.datetime.now(dt.UTC).date().isoformat()
+        result: dict[str, Any] = {}
+        for _ in range(attempts):
+            result = self.system.reconcile(day)
+            if result.get("status") == "clean":
+                return [], result
+            time.sleep(10)
+        findings = result.get("findings") or []
+        return [f"reconciliation {result.get('status')}: {f}" for f in findings] or [
+            f"reconciliation {result.get('status')}: {result}"
+        ], result
+
+
+def _ok(d: Deposit, op: str) -> int:
+    request = d.requests.get(op)
+    return 1 if request is not None and request.outcome == "ok" else 0
