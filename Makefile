@@ -114,7 +114,7 @@ fmt: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-bench: bench-backbone bench-mt5 bench-api bench-webhooks bench-ledger bench-recon bench-sims
+bench: bench-backbone bench-mt5 bench-api bench-webhooks bench-ledger bench-recon bench-sims bench-e2e
 
 bench-backbone: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/bench_backbone.py

@@ -79,14 +79,15 @@ from rich.table import Table
 DEPOSITS = int(os.environ.get("BENCH_E2E_DEPOSITS", "900"))
 RATE = float(os.environ.get("BENCH_E2E_RATE", "30"))
 SAT_DEPOSITS = int(os.environ.get("BENCH_E2E_SAT_DEPOSITS", "900"))
-CONCURRENCY = int(os.environ.get("BENCH_E2E_CONCURRENCY", "48"))
+CONCURRENCY = int(os.environ.get("BENCH_E2E_CONCURRENCY", "160"))
 WARMUP = int(os.environ.get("BENCH_E2E_WARMUP", "30"))
 CEILING_S = float(os.environ.get("BENCH_E2E_CEILING_S", "5"))
 ACCOUNTS = int(os.environ.get("BENCH_E2E_ACCOUNTS", "50"))
-THREADS = int(os.environ.get("BENCH_E2E_THREADS", "128"))  # the open loop's client threads
+THREADS = int(os.environ.get("BENCH_E2E_THREADS", "192"))  # the open loop's client threads
 PARTITIONS = int(os.environ.get("BENCH_E2E_PARTITIONS", "3"))
 STATS_FLUSH_S = 1.5  # PostgreSQL 15 flushes backends' counters at most once a second
 IDLE_S = float(os.environ.get("BENCH_E2E_IDLE_S", "5"))
+POLL_CALIBRATION = 200  # status reads timed to price one poll
 POLL_MAX_S = float(os.environ.get("BENCH_E2E_POLL_MAX_S", "1.0"))
 NOISE_NOTE = (
     "the PostgreSQL cluster and Kafka broker are shared with other users of this machine: their work"
@@ -147,6 +148,7 @@ class Roots:
     """The processes whose CPU is counted, by group name -> root pid (children included)."""
 
     pids: dict[str, int]
+    databases: frozenset[str]  # PostgreSQL backends of these databases count as "postgres-backends"
 
     @staticmethod
     def of(system: System) -> Roots:
@@ -161,18 +163,33 @@ class Roots:
             if pid is None:
                 raise AssertionError(f"no process listens on port {port} ({name}): cannot count its CPU")
             pids[name] = pid
-        return Roots(pids)
+        return Roots(pids, frozenset(_db_names(system)))
 
 
 def cpu_sample(roots: Roots) -> dict[str, float]:
     """CPU seconds so far per group: the root process and every descendant alive now (the bench's
-    own processes never exit mid-phase; a PostgreSQL backend that did takes its time with it)."""
+    own processes never exit mid-phase; a PostgreSQL backend that did takes its time with it).
+    PostgreSQL is split: the backends serving the bench's databases ("postgres: user db host
+    state"), and the server's shared processes (postmaster, WAL writer, checkpointer, ...) whose work
+    is partly other users'; other users' backends are not counted."""
     table = _proc_table()
     own = os.getpid()
-    return {
-        name: table[own][2] if pid == own else sum(table[p][2] for p in _descendants(table, pid))
-        for name, pid in roots.pids.items()
-    }
+    sample: dict[str, float] = {}
+    for name, pid in roots.pids.items():
+        if pid == own:
+            sample[name] = table[own][2] if own in table else 0.0
+        elif name == "postgres":
+            ours = shared = 0.0
+            for p in _descendants(table, pid):
+                words = table[p][1].decode(errors="replace").split()
+                if len(words) >= 4 and words[0] == "postgres:" and "(" in words[3]:
+                    ours += table[p][2] if words[2] in roots.databases else 0.0
+                else:
+                    shared += table[p][2]
+            sample["postgres-backends"], sample["postgres-shared"] = ours, shared
+        else:
+            sample[name] = sum(table[p][2] for p in _descendants(table, pid))
+    return sample
 
 
 # --- PostgreSQL counters -------------------------------------------------------------------------
@@ -303,6 +320,33 @@ def phase_figures(system: System, deposits: list[Deposit]) -> dict[str, Any]:
 # --- one phase ----------------------------------------------------------------------------------
 
 
+NOT_PRODUCT = frozenset({"bench-client"})  # the driver: not the product's cost
+SHARED = frozenset({"kafka", "postgres-shared"})  # partly other users' work on this machine
+
+
+def totals(cpu: dict[str, float]) -> dict[str, float]:
+    """``total``: every process of the product, simulators, PostgreSQL and Kafka, not the client;
+    ``total_own``: without the shared processes (Kafka, PostgreSQL's postmaster and helpers)."""
+    total = sum(v for k, v in cpu.items() if k not in NOT_PRODUCT)
+    own = sum(v for k, v in cpu.items() if k not in NOT_PRODUCT | SHARED)
+    return {"total": round(total, 2), "total_own": round(own, 2)}
+
+
+def poll_cost_ms(system: System, roots: Roots, idle: Idle, deposits: list[Deposit], polls: int) -> float:
+    """CPU ms the product spends answering one status poll (what the client's polling adds to every
+    deposit's figures): ``polls`` sequential reads of warm-up deposits' status, less idle cost."""
+    before, started = cpu_sample(roots), time.monotonic()
+    for i in range(polls):
+        d = deposits[i % len(deposits)]
+        if i % 2:
+            system.credits(d.deposit_reference)
+        else:
+            system.payment(d.payment_id)
+    after, elapsed_s = cpu_sample(roots), time.monotonic() - started
+    spent_ms = totals(cpu_deltas_ms(before, after))["total"] - idle.cpu_ms_per_s["total"] * elapsed_s
+    return max(0.0, spent_ms / polls)
+
+
 @dataclass(frozen=True)
 class Idle:
     """What the product costs doing nothing: CPU ms per second per group, commits per second."""
@@ -319,13 +363,18 @@ def idle_cost(system: System, roots: Roots, statements: bool, seconds: float) ->
     cpu_after, elapsed_s = cpu_sample(roots), time.monotonic() - started
     pg_after = pg_sample(admin, names, statements)
     cpu = {k: round(v / elapsed_s, 1) for k, v in sorted(cpu_deltas_ms(cpu_before, cpu_after).items())}
-    cpu["total"] = round(sum(cpu.values()), 1)
+    cpu.update(totals(cpu))
     commits_s = (pg_after["commits"] - pg_before["commits"]) / (elapsed_s + STATS_FLUSH_S)
     return Idle(cpu, round(commits_s, 1))
 
 
 def measured(
-    system: System, roots: Roots, statements: bool, idle: Idle, run: Callable[[], list[Deposit]]
+    system: System,
+    roots: Roots,
+    statements: bool,
+    idle: Idle,
+    poll_ms: float,
+    run: Callable[[], list[Deposit]],
 ) -> tuple[list[Deposit], dict[str, Any]]:
     """Run one phase between CPU and PostgreSQL samples; its figures, per deposit."""
     admin, names = system.stack.pg_admin_url, _db_names(system)
@@ -341,9 +390,12 @@ def measured(
     figures = phase_figures(system, deposits)
     deltas = sorted(cpu_deltas_ms(cpu_before, cpu_after).items())
     cpu_ms = {k: round(per_deposit(v, n), 2) for k, v in deltas}
-    cpu_ms["total"] = round(sum(cpu_ms.values()), 2)
+    cpu_ms.update(totals(cpu_ms))
     figures["cpu_ms_per_deposit"] = cpu_ms
-    # the part of it the product would have spent idling over the same time (polls, heartbeats)
+    # less what the client's status polls cost the product (priced beforehand, one poll at a time)
+    net_ms = cpu_ms["total"] - figures["polls_per_deposit"] * poll_ms
+    figures["cpu_ms_per_deposit_net_of_polls"] = round(net_ms, 2)
+    # the part of it the product would have spent idling anyway (its own fallback polls, heartbeats)
     figures["idle_cpu_ms_per_deposit"] = round(per_deposit(idle.cpu_ms_per_s["total"] * elapsed_s, n), 2)
     figures["pg_commits_per_deposit"] = round(per_deposit(pg_after["commits"] - pg_before["commits"], n), 2)
     figures["idle_pg_commits_per_deposit"] = round(per_deposit(idle.commits_per_s * elapsed_s, n), 2)
@@ -435,11 +487,17 @@ def main() -> int:
             print(f"bench-e2e: commits are not durable: {durability}", file=sys.stderr)
             return 1
         idle = idle_cost(system, roots, statements, IDLE_S)
+        poll_ms = poll_cost_ms(system, roots, idle, list(driver.history), POLL_CALIBRATION)
         steady, steady_fig = measured(
-            system, roots, statements, idle, lambda: run_open_loop(driver, DEPOSITS, RATE, THREADS)
+            system, roots, statements, idle, poll_ms, lambda: run_open_loop(driver, DEPOSITS, RATE, THREADS)
         )
         sat, sat_fig = measured(
-            system, roots, statements, idle, lambda: run_closed_loop(driver, SAT_DEPOSITS, CONCURRENCY)
+            system,
+            roots,
+            statements,
+            idle,
+            poll_ms,
+            lambda: run_closed_loop(driver, SAT_DEPOSITS, CONCURRENCY),
         )
         problems = check_exactly_once(system, driver.history)
     result: dict[str, Any] = {
@@ -458,6 +516,8 @@ def main() -> int:
         "pg_statements_per_deposit": sat_fig["pg_statements_per_deposit"],
         "commit_ceiling_per_s": round(ceiling),
         "saturation_to_ceiling": round(sat_fig["deposits_per_s"] / ceiling, 4),
+        "cpu_ms_per_deposit_net_of_polls": sat_fig["cpu_ms_per_deposit_net_of_polls"],
+        "cpu_ms_per_poll": round(poll_ms, 2),
         "idle_cpu_ms_per_s": idle.cpu_ms_per_s,
         "idle_pg_commits_per_s": idle.commits_per_s,
         "phases": {"steady": steady_fig, "saturation": sat_fig},
