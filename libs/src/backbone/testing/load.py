@@ -23,11 +23,15 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
-from backbone.testing.system import System
+from backbone.testing.system import CREDIT_TOKEN, MERCHANT_TOKEN, System, new_key
 
 POLL_INTERVAL_MIN_S = 0.05
 POLL_INTERVAL_MAX_S = 0.2
+CALL_ATTEMPTS_MAX = 12  # one request; an overloaded service answers 503 "retry with the same key"
+CALL_BACKOFF_MAX_S = 1.0
+RETRYABLE = frozenset({0, 429, 502, 503, 504})  # 0: no answer at all
 STEP_TIMEOUT_S = 120.0  # one wait (authorized, credited): past it the deposit is recorded as failed
 
 
@@ -48,6 +52,7 @@ class Deposit:
     credited_at: float = 0.0  # first poll that saw the credit done (observed, so <= one poll late)
     credit_id: int | None = None
     polls: int = 0  # status reads this deposit cost the services (they count in their CPU)
+    retries: int = 0  # requests repeated after a 503/429/5xx gateway answer or no answer
     error: str = ""
 
     @property
@@ -91,19 +96,49 @@ class DepositDriver:
         return deposit
 
     def _run(self, d: Deposit) -> None:
-        system = self.system
+        urls = self.system.urls
         d.started_at = time.time()
-        d.deposit_reference, d.payment_id = system.create_deposit(
-            customer_of(d.login), d.login, d.amount_minor, self.card
+        intent = {"customer_id": customer_of(d.login), "mt5_login": d.login}
+        money = {"amount_minor": d.amount_minor, "currency": "USD"}
+        created = self._call(
+            d, "POST", f"{urls.mt5_credit}/deposit-intents", CREDIT_TOKEN, {**intent, **money}
         )
+        d.deposit_reference = str(created["deposit_reference"])
+        body = {**money, "payment_method_token": self.card, "deposit_reference": d.deposit_reference}
+        payment = self._call(d, "POST", f"{urls.payment_state}/payments", MERCHANT_TOKEN, body)
+        d.payment_id = str(payment.get("payment", payment)["payment_id"])
         d.created_at = time.time()
-        d.authorized_at = self._poll(d, lambda: _status(system.payment(d.payment_id), "AUTHORIZED"))
+        d.authorized_at = self._poll(d, lambda: self._authorized(d))
         d.capture_sent_at = time.time()
-        system.capture(d.payment_id)
+        self._call(d, "POST", f"{urls.payment_state}/payments/{d.payment_id}/capture", MERCHANT_TOKEN, {})
         d.credited_at = self._poll(d, lambda: self._credit_done(d))
 
+    def _call(self, d: Deposit, method: str, url: str, token: str, body: Any = None) -> Any:
+        """One request as a client makes it: a write carries one Idempotency-Key on every attempt,
+        so retrying an answer that never came (or a 503) can never do it twice."""
+        key = new_key() if method == "POST" else None
+        for attempt in range(CALL_ATTEMPTS_MAX):
+            try:
+                status, reply = self.system.http(method, url, body, token=token, key=key)
+            except OSError:  # no answer (timeout, reset): the same key again
+                status, reply = 0, None
+            if status in (200, 201, 202):
+                return reply
+            if status not in RETRYABLE:
+                raise AssertionError(f"{method} {url}: {status} {reply}")
+            d.retries += 1
+            time.sleep(min(CALL_BACKOFF_MAX_S, 0.1 * 2**attempt))
+        raise TimeoutError(f"{method} {url}: no answer after {CALL_ATTEMPTS_MAX} attempts")
+
+    def _authorized(self, d: Deposit) -> bool:
+        reply = self._call(
+            d, "GET", f"{self.system.urls.payment_state}/payments/{d.payment_id}", MERCHANT_TOKEN
+        )
+        return _status(dict(reply.get("payment", reply)), "AUTHORIZED")
+
     def _credit_done(self, d: Deposit) -> bool:
-        credits = self.system.credits(d.deposit_reference)
+        url = f"{self.system.urls.mt5_credit}/deposit-intents/{d.deposit_reference}"
+        credits = list(self._call(d, "GET", url, CREDIT_TOKEN)["credits"])
         if any(c["status"] == "failed" for c in credits):
             raise AssertionError(f"credit failed: {credits}")
         done = [c for c in credits if c["status"] == "done"]
