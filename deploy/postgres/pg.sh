@@ -293,6 +293,11 @@ password_encryption = 'scram-sha-256'
 timezone = 'UTC'
 log_timezone = 'UTC'
 logging_collector = off
+# Per-statement counts for bench-e2e (statements per deposit); needs a restart to take effect,
+# a reload only warns. The bench falls back to commits only while it is absent.
+shared_preload_libraries = 'pg_stat_statements'
+pg_stat_statements.max = 10000
+pg_stat_statements.track = 'top'
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF
 )"
@@ -491,7 +496,7 @@ cmd_start() {
     log "already running (pid $pid, port $port, data $DATA_DIR)"
     if ((CONF_CHANGED)); then
       as_server -- "$BINDIR/pg_ctl" reload -D "$DATA_DIR" >/dev/null
-      log "warning: configuration changed while running; reloaded, but port/shared_buffers/max_connections/wal_buffers need: pg.sh stop && pg.sh start"
+      log "warning: configuration changed while running; reloaded, but port/shared_buffers/max_connections/wal_buffers/shared_preload_libraries need: pg.sh stop && pg.sh start"
     fi
     [[ "$port" == "$PGPORT" ]] || die "the running cluster listens on port $port, not PGPORT=$PGPORT; run pg.sh stop && pg.sh start"
   else
