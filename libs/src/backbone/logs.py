@@ -52,13 +52,13 @@ class JsonFormatter(logging.Formatter):
         payment_id = tracing.bound_payment_id()
         if payment_id is not None:
             payload.setdefault("payment_id", payment_id)
-        ids = tracing.current_ids()
-        if ids is not None:
-            payload.setdefault("trace_id", ids[0])
-            payload.setdefault("span_id", ids[1])
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
         payload = _scrub(payload)
+        ids = tracing.current_ids()
+        if ids is not None:  # after the scrub: random hex of our own, never card data, never mangled
+            payload.setdefault("trace_id", ids[0])
+            payload.setdefault("span_id", ids[1])
         try:
             return json.dumps(payload, default=str, separators=(",", ":"), allow_nan=False)
         except (ValueError, TypeError):
