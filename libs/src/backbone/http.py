@@ -12,6 +12,10 @@ value. It also runs for routes that do not exist (a 404 would otherwise log or e
 A body larger than the application's ``client_max_size`` is answered 413 ``body_too_large``
 without being read further.
 
+Before both, ``traced`` opens the request's SERVER span, continuing the caller's W3C trace context
+(``traceparent``/``tracestate``) or starting a new trace, and binds the route's ``payment_id`` for
+the logs (ADR 0012). Health, readiness and metrics are not traced.
+
 One body is not screened here: a provider's signed webhook (``screen_body`` says which), because
 refusing it would lose it; the webhook gateway redacts it instead (ADR 0004).
 """
@@ -27,9 +31,10 @@ from urllib.parse import unquote_plus
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from opentelemetry.trace import SpanKind
 from prometheus_client import Counter
 
-from backbone import failpoints
+from backbone import failpoints, tracing
 from backbone.carddata import CARD_DATA_CODE, CARD_DATA_MESSAGE, find_in_request
 from backbone.health import Health
 from backbone.logs import get_logger
@@ -99,6 +104,28 @@ def card_data_guard(
     return guard
 
 
+@web.middleware
+async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The request's SERVER span (see the module docstring); the response's status is its attribute."""
+    route = route_name(request)
+    if route in HEALTH_ROUTES:
+        return await handler(request)
+    attributes = {"http.request.method": request.method, "http.route": route}
+    with tracing.tracer().start_as_current_span(
+        f"{request.method} {route}",
+        context=tracing.extract(request.headers),
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+    ) as span:
+        token = tracing.payment_scope(request.match_info.get("payment_id"))
+        try:
+            response = await handler(request)
+        finally:
+            tracing.end_payment_scope(token)
+        span.set_attribute("http.response.status_code", response.status)
+        return response
+
+
 def errors(dependency: Dependency | None) -> Middleware:
     """The middleware that maps outages to 503 and defects to 500 (see the module docstring)."""
 
@@ -140,11 +167,11 @@ def service_app(
     database: Dependency | None = None,
     **kwargs: Any,
 ) -> web.Application:
-    """An aiohttp application whose first middleware is the card-data guard, the second the outage
-    mapping (reporting to ``database``), then the service's own."""
+    """An aiohttp application whose first middleware opens the request's span, then the card-data
+    guard, the outage mapping (reporting to ``database``), then the service's own."""
     return web.Application(
         client_max_size=client_max_size,
-        middlewares=[card_data_guard(client_max_size, screen_body), errors(database), *middlewares],
+        middlewares=[traced, card_data_guard(client_max_size, screen_body), errors(database), *middlewares],
         **kwargs,
     )
 
@@ -187,7 +214,7 @@ _WATCH: Final = web.AppKey("health_watch", asyncio.Task[None])
 
 
 def is_guarded(app: web.Application) -> bool:
-    """True if ``app`` was made by ``service_app`` (its outermost middleware is the guard); the route
-    walk test asserts it for every service."""
-    first = next(iter(app.middlewares), None)
-    return getattr(first, "__qualname__", "") == "card_data_guard.<locals>.guard"
+    """True if ``app`` was made by ``service_app`` (the guard comes first after the tracing span); the
+    route walk test asserts it for every service."""
+    names = [getattr(m, "__qualname__", "") for m in app.middlewares]
+    return names[:2] == ["traced", "card_data_guard.<locals>.guard"]

@@ -11,6 +11,11 @@ of defence the formatter redacts card data from every line it writes (``backbone
 which leave ids, UUIDs and timestamps alone): a card number in the message, in any field (at any
 depth, in keys too), or in a traceback becomes ``[redacted]``, and so does the value of a field
 named like card data (``cvv``, ``card_number``, ...).
+
+Every line written inside a span carries ``trace_id`` and ``span_id`` (W3C hex), and ``payment_id``
+whenever the work is bound to a payment (``backbone.tracing.bind_payment``: the HTTP middleware, the
+consumer loop, the workers); a field passed to the call wins over the bound one. ``configure_logging``
+also sets up the process's tracing (ADR 0012).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import sys
 import time
 from typing import Any, Final
 
+from backbone import tracing
 from backbone.carddata import REDACTED, find_card_number, is_card_field, redact_card_numbers
 
 _DEPTH_MAX: Final = 8
@@ -43,9 +49,16 @@ class JsonFormatter(logging.Formatter):
         if isinstance(fields, dict):
             for key, value in fields.items():
                 payload.setdefault(key, value)
+        payment_id = tracing.bound_payment_id()
+        if payment_id is not None:
+            payload.setdefault("payment_id", payment_id)
         if record.exc_info:
             payload["exc"] = self.formatException(record.exc_info)
         payload = _scrub(payload)
+        ids = tracing.current_ids()
+        if ids is not None:  # after the scrub: random hex of our own, never card data, never mangled
+            payload.setdefault("trace_id", ids[0])
+            payload.setdefault("span_id", ids[1])
         try:
             return json.dumps(payload, default=str, separators=(",", ":"), allow_nan=False)
         except (ValueError, TypeError):
@@ -107,7 +120,8 @@ def get_logger(name: str) -> Logger:
 
 
 def configure_logging(service: str, level: str = "INFO") -> None:
-    """Route all logging to stderr as JSON lines, tagged with the service name. Call once at start."""
+    """Route all logging to stderr as JSON lines, tagged with the service name, and set up tracing
+    for the process under the same name. Call once at start."""
     global _service_name  # noqa: PLW0603 - process-wide logging setup is global by nature
     _service_name = service
     handler = logging.StreamHandler(sys.stderr)
@@ -115,3 +129,4 @@ def configure_logging(service: str, level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    tracing.configure_tracing(service)

@@ -41,7 +41,7 @@ from typing import Final
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from backbone import failpoints
+from backbone import failpoints, tracing
 from backbone.avro import AvroCodec
 from backbone.backoff import exponential_ms
 from backbone.consumer.inbox import (
@@ -227,7 +227,9 @@ class IdempotentConsumer:
                 message, decoded.error_class, decoded.reason, decoded.event, redacted=decoded.redacted
             )
             return Item(message, None, letter)
-        inbound = InboundEvent(decoded, message.topic, message.partition, message.offset)
+        inbound = InboundEvent(
+            decoded, message.topic, message.partition, message.offset, message.trace_headers
+        )
         return Item(message, inbound, None)
 
     # -- applying --------------------------------------------------------------------------------
@@ -299,7 +301,8 @@ class IdempotentConsumer:
             fresh_ids = claim_events(conn, self._name, [e.event_id for e in inbound])
             fresh = [e for e in inbound if e.event_id in fresh_ids]
             if fresh:
-                self._handler(UnitOfWork(conn, self._outbox, self._name), fresh)
+                with tracing.consuming(conn, self._name, _traced(self._name, fresh)):
+                    self._handler(UnitOfWork(conn, self._outbox, self._name), fresh)
             letters = [i.letter for i in items if i.letter is not None]
             for letter in letters:
                 self._dead_letter(conn, letter)
@@ -377,7 +380,8 @@ class IdempotentConsumer:
             with conn.transaction():
                 fresh = claim_events(conn, self._name, [item.inbound.event_id])
                 if fresh:
-                    self._handler(UnitOfWork(conn, self._outbox, self._name), [item.inbound])
+                    with tracing.consuming(conn, self._name, _traced(self._name, [item.inbound])):
+                        self._handler(UnitOfWork(conn, self._outbox, self._name), [item.inbound])
                 clear_attempts(conn, self._name, *coords)
         except Refuse as refusal:  # it can never succeed: no further attempts
             return self._give_up(conn, item, attempts, refusal.reason, REFUSED)
@@ -570,6 +574,26 @@ class IdempotentConsumer:
             if not is_infrastructure_error(exc):
                 raise
             self._close_connection()
+
+
+def _traced(consumer: str, events: list[InboundEvent]) -> list[tracing.Consumed]:
+    """The events as tracing sees them: one CONSUMER span each, named ``<consumer> <event type>``."""
+    return [
+        tracing.Consumed(
+            f"{consumer} {e.event_type}",
+            e.event.envelope.payment_id,
+            e.trace_headers,
+            {
+                "messaging.system": "kafka",
+                "messaging.destination.name": e.topic,
+                "messaging.kafka.offset": e.offset,
+                "messaging.destination.partition.id": str(e.partition),
+                "messaging.message.id": e.event_id,
+                "event.type": e.event_type,
+            },
+        )
+        for e in events
+    ]
 
 
 def _names(partitions: list[TopicPartition]) -> list[str]:

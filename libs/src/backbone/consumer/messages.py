@@ -15,12 +15,13 @@ any card-shaped digits in them masked (they cannot be replayed anyway).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import psycopg
 from confluent_kafka import Message
 
+from backbone import tracing
 from backbone.avro import AvroCodec, DecodedEvent, DecodeError, InvalidEnvelope, MalformedDatum, UnknownSchema
 from backbone.carddata import (
     CARD_DATA_CODE,
@@ -44,6 +45,7 @@ class InboundEvent:
     topic: str
     partition: int
     offset: int
+    trace_headers: Mapping[str, str] = field(default_factory=dict)  # traceparent/tracestate, if any
 
     @property
     def event_id(self) -> str:
@@ -126,6 +128,12 @@ class Polled:
         raw = self.raw_headers or []
         pairs = raw.items() if isinstance(raw, dict) else raw
         return {k: _text(v) for k, v in pairs if v is not None}
+
+    @property
+    def trace_headers(self) -> dict[str, str]:
+        """Only the W3C trace headers (the hot path decodes nothing else)."""
+        raw = self.raw_headers or []
+        return tracing.trace_headers(raw.items() if isinstance(raw, dict) else raw)
 
 
 def _text(value: str | bytes) -> str:

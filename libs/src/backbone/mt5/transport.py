@@ -23,6 +23,7 @@ from http import HTTPStatus
 from typing import Final
 from urllib.parse import urlsplit
 
+from backbone import tracing
 from backbone.mt5 import auth
 from backbone.mt5.protocol import Answer, AnswerError, parse_answer, query
 
@@ -141,11 +142,20 @@ class Session:
         sock = self._conn.sock
         if sock is not None:
             sock.settimeout(self._timeout_s)
-        try:
-            self._conn.request("GET", path, headers={"Connection": "keep-alive", "User-Agent": USER_AGENT})
-        except (OSError, http.client.HTTPException):
-            return self._fail("send_failed")  # some bytes may have left: sent stays True
-        return self._read()
+        # A CLIENT span per call, its traceparent on the request (ADR 0012); the answer's retcode
+        # or the failure is the span's outcome.
+        with tracing.client_span(f"mt5 {endpoint}", {"mt5.endpoint": endpoint}) as trace_headers:
+            headers = {"Connection": "keep-alive", "User-Agent": USER_AGENT, **trace_headers}
+            try:
+                self._conn.request("GET", path, headers=headers)
+            except (OSError, http.client.HTTPException):
+                failure = self._fail("send_failed")  # some bytes may have left: sent stays True
+                tracing.note_failure(failure.reason)
+                return failure
+            answer = self._read()
+            if isinstance(answer, TransportFailure):
+                tracing.note_failure(answer.reason)
+            return answer
 
     def _read(self) -> Answer | TransportFailure:
         """The answer, bounded in size whether framed by Content-Length or chunked."""

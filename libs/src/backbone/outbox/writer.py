@@ -6,7 +6,10 @@ Invariants kept here:
 - every event is Avro-encoded with its envelope before it is stored, so a malformed event fails
   the business transaction instead of a consumer later;
 - an event type may only go to a topic that the catalogue says carries it;
-- the Kafka key is the payment_id from the envelope.
+- the Kafka key is the payment_id from the envelope;
+- the row's headers carry the W3C trace context it was written in (``traceparent``, ``tracestate``;
+  inside a consumer batch, that of the payment's own message), and the relay copies every header
+  onto the Kafka message, so the consumer continues the trace (ADR 0012).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from backbone import tracing
 from backbone.avro import AvroCodec
 from backbone.ids import new_event_id
 from backbone.invariants import invariant
@@ -75,6 +79,7 @@ class OutboxWriter:
         }
         payload = self._codec.encode(event_type, {"envelope": envelope, **body})
         headers = {"event_type": event_type, "event_id": envelope_event_id, "producer": self._producer}
+        tracing.inject(headers, payment_id)
         return OutboxMessage(envelope_event_id, event_type, topic, payment_id, payload, headers)
 
     def write(self, conn: psycopg.Connection, messages: Sequence[OutboxMessage]) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from backbone import tracing
 from backbone.invariants import invariant
 
 BODY_MAX_BYTES: Final = 4 * 1024 * 1024
@@ -77,10 +78,19 @@ class HttpPool:
     def request(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
     ) -> Answer | Failure:
-        result = self._once(method, path, body, headers)
-        if isinstance(result, Failure) and result.reused and method == "GET":
-            result = self._once(method, path, body, headers, fresh=True)
-        return result
+        # A CLIENT span per request (the route's first segment names it: ids stay out of names), its
+        # traceparent on the request (ADR 0012).
+        name = f"psp {method} /{path.lstrip('/').split('/', 2)[0]}"
+        with tracing.client_span(name, {"http.request.method": method}) as trace_headers:
+            headers = {**headers, **trace_headers}
+            result = self._once(method, path, body, headers)
+            if isinstance(result, Failure) and result.reused and method == "GET":
+                result = self._once(method, path, body, headers, fresh=True)
+            if isinstance(result, Failure):
+                tracing.note_failure(result.reason)
+            else:
+                tracing.note_status(result.status)
+            return result
 
     def _take(self, fresh: bool) -> tuple[http.client.HTTPConnection, bool]:
         now = time.monotonic()

@@ -137,6 +137,8 @@ class System:
     replicas: dict[str, int] = field(default_factory=dict)
     kinds: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)  # type -> (args, env)
     extra_env: dict[str, dict[str, str]] = field(default_factory=dict)  # process type -> more settings
+    # when set, every process writes its finished spans as JSON lines to <trace_dir>/<process>.spans.jsonl
+    trace_dir: Path | None = None
 
     def start(self) -> System:
         self._namespace = topic_namespace(self.stack.kafka_bootstrap, self.partitions)
@@ -209,6 +211,8 @@ class System:
         }
         if name not in HTTP_PROCESSES:
             base["HEALTH_PORT"] = str(self.health_ports.setdefault(name, free_port()))
+        if self.trace_dir is not None:
+            base["TRACING_FILE"] = str(self.trace_dir / f"{name}.spans.jsonl")
         proc = Proc(args, {**base, **env}, self.workdir / f"{name}.log")
         self.procs[name], self.envs[name] = proc, env
         return proc
@@ -527,15 +531,24 @@ class System:
         assert status == 200, body
 
     def create_deposit(
-        self, customer: str, login: int, amount_minor: int, card: str, currency: str = "USD"
+        self,
+        customer: str,
+        login: int,
+        amount_minor: int,
+        card: str,
+        currency: str = "USD",
+        *,
+        traceparent: str | None = None,
     ) -> tuple[str, str]:
-        """A deposit intent (server side) and its payment; returns (deposit_reference, payment_id)."""
+        """A deposit intent (server side) and its payment; returns (deposit_reference, payment_id).
+        ``traceparent``: both calls are made in this trace, as a traced broker server would."""
         status, intent = self.http(
             "POST",
             f"{self.urls.mt5_credit}/deposit-intents",
             {"customer_id": customer, "mt5_login": login, "amount_minor": amount_minor, "currency": currency},
             token=CREDIT_TOKEN,
             key=new_key(),
+            traceparent=traceparent,
         )
         assert status == 201, intent
         ref = str(intent["deposit_reference"])
@@ -546,7 +559,12 @@ class System:
             "deposit_reference": ref,
         }
         status, created = self.http(
-            "POST", f"{self.urls.payment_state}/payments", body, token=MERCHANT_TOKEN, key=new_key()
+            "POST",
+            f"{self.urls.payment_state}/payments",
+            body,
+            token=MERCHANT_TOKEN,
+            key=new_key(),
+            traceparent=traceparent,
         )
         assert status == 201, created
         return ref, str(created.get("payment", created)["payment_id"])
@@ -562,13 +580,14 @@ class System:
         wait_until(lambda: self.payment(payment_id)["status"] == status, timeout_s, f"payment {status}")
         return self.payment(payment_id)
 
-    def capture(self, payment_id: str) -> None:
+    def capture(self, payment_id: str, *, traceparent: str | None = None) -> None:
         status, body = self.http(
             "POST",
             f"{self.urls.payment_state}/payments/{payment_id}/capture",
             {},
             token=MERCHANT_TOKEN,
             key=new_key(),
+            traceparent=traceparent,
         )
         assert status in (200, 202), body
 
@@ -667,6 +686,7 @@ class System:
         token: str | None = None,
         key: str | None = None,
         timeout_s: float = 15,
+        traceparent: str | None = None,
     ) -> tuple[int, Any]:
         """One JSON request; returns (status, parsed body or None)."""
         data = None if body is None else json.dumps(body).encode()
@@ -676,6 +696,8 @@ class System:
             request.add_header("Authorization", f"Bearer {token}")
         if key:
             request.add_header("Idempotency-Key", key)
+        if traceparent:
+            request.add_header("traceparent", traceparent)
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
                 raw = response.read()

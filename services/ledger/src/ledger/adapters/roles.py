@@ -31,6 +31,7 @@ _GRANTS: Final = (
         ("outbox", "processed_events", "consumer_attempts", "consumer_in_flight"),
     ),
     ("SELECT, INSERT, UPDATE", ("dead_letters",)),  # operators resolve dead letters (replay/discard)
+    ("SELECT, INSERT", ("payment_traces",)),  # each payment's trace, written once (ADR 0012)
 )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from backbone import tracing
 from backbone.invariants import invariant
 from psycopg.rows import dict_row
 
@@ -143,6 +144,7 @@ class PgCreditClaims:
             {"lease_ms": lease_ms, "limit": limit},
         )
         rows.sort(key=lambda r: r.id)  # oldest first (RETURNING keeps no order)
+        tracing.recall(self._conn, [r.payment_id for r in rows])  # each MT5 call joins its deposit's trace
         self.transitions(
             [(r.id, CreditStatus.PENDING, CreditStatus.CLAIMED, f"claim #{r.attempts}") for r in rows]
         )

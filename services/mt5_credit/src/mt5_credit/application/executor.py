@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backbone import failpoints
+from backbone import failpoints, tracing
 from backbone.invariants import invariant
 from backbone.logs import get_logger
 
@@ -73,7 +73,9 @@ class Executor:
             accounts = self._store.load_accounts([r.mt5_login for r in claimed]) if claimed else {}
         for row in claimed:
             self._progress()
-            self.execute_claimed(row, claimed_mono, accounts)
+            # In the payment's stored trace: the MT5 call's span is the deposit's (ADR 0012).
+            with tracing.for_payment(row.payment_id, f"mt5_credit.execute {row.kind.value}"):
+                self.execute_claimed(row, claimed_mono, accounts)
         return len(claimed)
 
     def execute_claimed(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Final
 
 import psycopg
+from backbone import tracing
 from backbone.invariants import invariant
 
 from payment_state.adapters import pg_reads
@@ -52,7 +53,11 @@ class PgOperationClaims:
         params = {"worker": worker, "lease_ms": lease_ms, "limit": limit}
         rows = self._conn.execute(_CLAIM_DUE, params).fetchall()
         rows.sort(key=lambda r: r[-1])  # earliest due first (RETURNING keeps no order)
-        return [pg_reads.operation(r[:-1]) for r in rows]
+        operations = [pg_reads.operation(r[:-1]) for r in rows]
+        tracing.recall(
+            self._conn, [op.payment_id for op in operations]
+        )  # each call joins its deposit's trace
+        return operations
 
     def start_call(self, operation_id: str, worker: str) -> bool:
         return bool(

@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final, Protocol
 
 import psycopg
+from backbone import tracing
 from backbone.invariants import invariant
 from backbone.outbox.writer import OutboxWriter
 from psycopg.pq import TransactionStatus
@@ -58,6 +59,12 @@ WITH k AS (
         %(provider)s, 'PENDING'
     WHERE EXISTS (SELECT 1 FROM p)
     RETURNING 1
+), t AS (
+    -- the deposit's trace (ADR 0012): later work for this payment (webhooks, PSP calls) continues it
+    INSERT INTO payment_traces (payment_id, traceparent)
+    SELECT %(payment_id)s, %(traceparent)s
+    WHERE %(traceparent)s::text IS NOT NULL AND EXISTS (SELECT 1 FROM p)
+    ON CONFLICT (payment_id) DO NOTHING
 )
 SELECT (SELECT count(*) FROM k), (SELECT count(*) FROM p), (SELECT count(*) FROM o)
 """
@@ -111,7 +118,11 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
             "status": status, "body": Jsonb(body), "amount": p.amount_minor, "currency": p.currency,
             "capture_method": str(p.capture_method), "token": p.payment_method_token,
             "deposit_reference": p.deposit_reference, "provider": p.provider, "operation_id": op.operation_id,
+            "traceparent": tracing.current_traceparent(),
         }  # fmt: skip
+        # The new payment's id is known from here on: the unit of work's log lines carry it (the HTTP
+        # request's work runs in a copied context, a consumer's batch in a scope of its own).
+        tracing.set_payment(p.payment_id)
         row = self._conn.execute(_CREATE_WITH_KEY, params).fetchone()
         assert row is not None
         key_new, payment_new, operation_new = (int(v) for v in row)
@@ -139,6 +150,9 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
         ).rowcount  # fmt: skip
         if updated == 0:
             return False
+        if a.provider_payment_id is not None and b.provider_payment_id is None:
+            # The PSP's webhooks are keyed by its payment id: the same trace under that key too.
+            tracing.alias(self._conn, a.provider_payment_id, a.payment_id)
         old = {op.operation_id: op for op in before.operations}
         for op in after.operations:
             previous = old.get(op.operation_id)

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import assert_never
 
+from backbone import tracing
 from backbone.invariants import invariant
 from backbone.logs import get_logger
 from backbone.postgres import is_infrastructure_error
@@ -148,7 +149,9 @@ class OperationExecutor:
     def _process_safely(self, claimed: Operation) -> None:
         operation_id, payment_id = claimed.operation_id, claimed.payment_id
         try:
-            self.process(operation_id, payment_id)
+            # In the payment's stored trace: the PSP call's span is the deposit's (ADR 0012).
+            with tracing.for_payment(payment_id, f"payment_state.execute {claimed.operation_type.value}"):
+                self.process(operation_id, payment_id)
         except Exception as exc:
             # The claim expires after the lease and the operation is taken again; a worker that
             # died mid-call is detected then (call_in_flight), so nothing is assumed here.

@@ -14,6 +14,7 @@ pool, so they never queue behind creates waiting for their commit.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +72,11 @@ class DbLane:
     transaction: Transactions
 
     async def run(self, work: Callable[[Transactions], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self.threads, work, self.transaction)
+        # The request's context (its trace, its payment) goes with the work into the thread.
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self.threads, context.run, work, self.transaction
+        )
 
     def close(self) -> None:
         self.threads.shutdown(wait=True)

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -116,6 +117,9 @@ class BatchLimits:
 class _Pending:
     receipt: NewReceipt
     future: asyncio.Future[SaveOutcome]
+    # The request's context (its trace): the writer task encodes the receipt's event in it, so the
+    # event's traceparent is the webhook request's (ADR 0012).
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
 
 class PostgresReceiptStore:
@@ -197,7 +201,9 @@ class PostgresReceiptStore:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._timeout_s), self._pool.connection() as conn:
-                outcomes = await write_batch(conn, self._outbox, [p.receipt for p in batch])
+                outcomes = await write_batch(
+                    conn, self._outbox, [p.receipt for p in batch], [p.context for p in batch]
+                )
         except _INFRASTRUCTURE_ERRORS as exc:
             # A database restart kills every pooled connection: the pool's check finds the dead
             # ones when they are handed out and sweeps the rest (backbone.postgres.make_async_pool).
@@ -233,9 +239,13 @@ def _fail(batch: Sequence[_Pending], exc: BaseException) -> None:
 
 
 async def write_batch(
-    conn: psycopg.AsyncConnection[TupleRow], outbox: OutboxWriter, receipts: Sequence[NewReceipt]
+    conn: psycopg.AsyncConnection[TupleRow],
+    outbox: OutboxWriter,
+    receipts: Sequence[NewReceipt],
+    contexts: Sequence[contextvars.Context] | None = None,
 ) -> list[SaveOutcome]:
-    """Store ``receipts`` (autocommit connection); one outcome per receipt, in order."""
+    """Store ``receipts`` (autocommit connection); one outcome per receipt, in order. Each receipt's
+    event is encoded in its request's context (``contexts``, one per receipt) when given."""
     invariant(bool(receipts), "empty batch")
     allocated = await (await conn.execute(_ALLOCATE, (len(receipts),))).fetchone()
     if allocated is None:
@@ -245,7 +255,9 @@ async def write_batch(
     received_at_ms = to_epoch_ms(received_at)
     messages = [
         _event(outbox, receipt, receipt_id, received_at_ms)
-        for receipt, receipt_id in zip(receipts, receipt_ids, strict=True)
+        if contexts is None
+        else contexts[i].run(_event, outbox, receipt, receipt_id, received_at_ms)
+        for i, (receipt, receipt_id) in enumerate(zip(receipts, receipt_ids, strict=True))
     ]
     params = _insert_params(receipts, receipt_ids, messages)
     params["received_at"] = received_at

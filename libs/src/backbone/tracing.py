@@ -1,0 +1,381 @@
+"""Tracing: one deposit is one trace, across HTTP, the outbox, Kafka and the MT5 and PSP calls (ADR 0012).
+
+What this module owns:
+- the process's tracer provider (``configure_tracing``, called by ``backbone.logs.configure_logging``,
+  so every process that logs also traces). Spans are always made (the logs need their ids); they are
+  exported only when asked: OTLP over HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, JSON lines to
+  a file when ``TRACING_FILE`` is set (tests, the demo); otherwise nowhere, at no cost beyond the ids;
+- W3C trace context in and out (``inject`` / ``extract``): ``traceparent`` and ``tracestate`` on HTTP
+  requests and on Kafka headers (through the outbox's ``headers`` column, which the relay copies);
+- the payment a piece of work is for (``bind_payment``), which every log line carries as ``payment_id``;
+- the payment's trace, stored once per service (``payment_traces``, backbone migration 0004): the first
+  context a service sees for a payment is remembered, and later work for that payment in that service
+  (a consumer handler, a worker's PSP or MT5 call) continues it. That is how a PSP webhook, which
+  arrives as a new trace, still ends up in the deposit's trace (linked to the webhook's own).
+
+Invariants: tracing never fails the work it observes (a malformed ``traceparent`` is ignored, a failing
+exporter drops spans); a payment's stored trace is written once (first writer wins) and never changed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from typing import IO, Any, Final
+
+import psycopg
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+TRACE_HEADERS: Final = ("traceparent", "tracestate")
+KNOWN_PAYMENTS_MAX: Final = 10_000  # payment -> trace entries a process keeps for its workers
+BATCH_LINKS_MAX: Final = 32  # a batch span links at most this many of its messages' spans
+
+_PROPAGATOR: Final = TraceContextTextMapPropagator()
+_payment_id: ContextVar[str | None] = ContextVar("backbone_payment_id", default=None)
+# Inside a consumer batch: each payment's own consumer span, so the outbox rows a handler writes for
+# that payment continue that payment's trace, not the batch's.
+_payment_contexts: ContextVar[Mapping[str, Context] | None] = ContextVar(
+    "backbone_payment_contexts", default=None
+)
+_known: OrderedDict[str, str] = OrderedDict()  # payment_id -> traceparent, read by workers
+_known_lock = threading.Lock()
+_provider: TracerProvider | None = None
+
+
+# -- setup ----------------------------------------------------------------------------------------
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """Writes each finished span as one JSON line (ids in hex) to a file, appending; for tests and
+    the demo, where every process of a run writes its own file."""
+
+    def __init__(self, path: str) -> None:
+        self._file: IO[str] = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - lives as long as the exporter
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = [json.dumps(span_record(s), separators=(",", ":"), default=str) for s in spans]
+        with self._lock:
+            for line in lines:
+                self._file.write(line + "\n")
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def span_record(span: ReadableSpan) -> dict[str, Any]:
+    """A finished span as plain data: what the file exporter writes and the tests read."""
+    ctx = span.get_span_context()
+    assert ctx is not None
+    return {
+        "name": span.name,
+        "service": span.resource.attributes.get("service.name"),
+        "kind": span.kind.name,
+        "trace_id": f"{ctx.trace_id:032x}",
+        "span_id": f"{ctx.span_id:016x}",
+        "parent_span_id": f"{span.parent.span_id:016x}" if span.parent is not None else None,
+        "links": [f"{link.context.trace_id:032x}" for link in span.links],
+        "attributes": dict(span.attributes or {}),
+        "status": span.status.status_code.name,
+        "start_ns": span.start_time,
+        "end_ns": span.end_time,
+    }
+
+
+def configure_tracing(service: str, environ: Mapping[str, str] | None = None) -> None:
+    """Install the process's tracer provider once (later calls keep the first): exporters from the
+    environment (see the module docstring)."""
+    global _provider  # noqa: PLW0603 - one tracer provider per process, like logging's root
+    if _provider is not None:
+        return
+    env = os.environ if environ is None else environ
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415 - only when used
+            OTLPSpanExporter,
+        )
+
+        # Batched and in the background: the hot path only queues the span (bounded queue, drops
+        # when full rather than slowing the work down).
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    path = env.get("TRACING_FILE")
+    if path:
+        # Synchronous, so a process killed by a test has written every span it finished.
+        provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(path)))
+    trace.set_tracer_provider(provider)
+    _provider = provider
+    atexit.register(provider.shutdown)  # flushes the batch exporter on a clean exit (SIGTERM)
+
+
+def tracer() -> trace.Tracer:
+    return trace.get_tracer("backbone")
+
+
+# -- propagation ------------------------------------------------------------------------------------
+
+
+def extract(carrier: Mapping[str, str]) -> Context:
+    """The context a request or message carries (``traceparent``/``tracestate``); an empty one if it
+    carries none or a malformed one (then the work starts a new trace)."""
+    return _PROPAGATOR.extract(carrier)
+
+
+def inject(carrier: MutableMapping[str, str], payment_id: str | None = None) -> None:
+    """Put the current trace context into ``carrier``; inside a consumer batch, the context of
+    ``payment_id``'s own message span."""
+    contexts = _payment_contexts.get()
+    context = contexts.get(payment_id) if contexts is not None and payment_id is not None else None
+    _PROPAGATOR.inject(carrier, context=context)
+
+
+def trace_headers(raw: Iterable[tuple[str, str | bytes | None]] | None) -> dict[str, str]:
+    """The trace headers among a Kafka message's headers (others are not decoded)."""
+    found: dict[str, str] = {}
+    for key, value in raw or ():
+        if key in TRACE_HEADERS and value is not None:
+            found[key] = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    return found
+
+
+def traceparent_of(span: Span) -> str | None:
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier.get("traceparent")
+
+
+# -- what the logs read -------------------------------------------------------------------------------
+
+
+def bound_payment_id() -> str | None:
+    return _payment_id.get()
+
+
+def current_ids() -> tuple[str, str] | None:
+    """(trace_id, span_id) of the current span in hex, or None outside any span."""
+    ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return None
+    return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
+
+
+@contextmanager
+def bind_payment(payment_id: str | None) -> Iterator[None]:
+    """Log lines inside carry ``payment_id``; the current span gets the ``payment.id`` attribute."""
+    if payment_id is None:
+        yield
+        return
+    trace.get_current_span().set_attribute("payment.id", payment_id)
+    token = _payment_id.set(payment_id)
+    try:
+        yield
+    finally:
+        _payment_id.reset(token)
+
+
+def set_payment(payment_id: str) -> None:
+    """Bind ``payment_id`` for the rest of the current task or request (a handler that learns the id
+    late, such as a create); the HTTP middleware resets it when the request ends."""
+    trace.get_current_span().set_attribute("payment.id", payment_id)
+    _payment_id.set(payment_id)
+
+
+def payment_scope(payment_id: str | None) -> Token[str | None]:
+    """Start a scope (a request) bound to ``payment_id`` (None: not yet known; ``set_payment`` may
+    bind it later); ``end_payment_scope`` restores what was bound before."""
+    if payment_id is not None:
+        trace.get_current_span().set_attribute("payment.id", payment_id)
+    return _payment_id.set(payment_id)
+
+
+def end_payment_scope(token: Token[str | None]) -> None:
+    _payment_id.reset(token)
+
+
+# -- spans ----------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def client_span(name: str, attributes: Mapping[str, str | int]) -> Iterator[dict[str, str]]:
+    """A CLIENT span around one outbound call; yields the headers that carry it (``traceparent``)."""
+    with tracer().start_as_current_span(name, kind=SpanKind.CLIENT, attributes=dict(attributes)):
+        headers: dict[str, str] = {}
+        _PROPAGATOR.inject(headers)
+        yield headers
+
+
+def note_failure(reason: str) -> None:
+    """The current (client) span's call failed: no usable answer."""
+    span = trace.get_current_span()
+    span.set_attribute("call.failure", reason)
+    span.set_status(Status(StatusCode.ERROR, reason))
+
+
+def note_status(status: int) -> None:
+    trace.get_current_span().set_attribute("http.response.status_code", status)
+
+
+@contextmanager
+def for_payment(payment_id: str, name: str) -> Iterator[Span]:
+    """A span for a worker's step on ``payment_id``, in the payment's stored trace when this process
+    has read it (``recall``), else under the current context; log lines inside carry the payment."""
+    with _known_lock:
+        traceparent = _known.get(payment_id)
+    context = extract({"traceparent": traceparent}) if traceparent else None
+    with (
+        tracer().start_as_current_span(name, context=context, attributes={"payment.id": payment_id}) as span,
+        bind_payment(payment_id),
+    ):
+        yield span
+
+
+# -- the payment's stored trace ---------------------------------------------------------------------------
+
+
+def remember(conn: psycopg.Connection, traceparents: Mapping[str, str]) -> None:
+    """Store each payment's trace unless the service already has one (first writer wins), in the
+    caller's transaction."""
+    if not traceparents:
+        return
+    conn.execute(
+        "INSERT INTO payment_traces (payment_id, traceparent)"
+        " SELECT * FROM unnest(%s::text[], %s::text[]) ON CONFLICT (payment_id) DO NOTHING",
+        (list(traceparents), list(traceparents.values())),
+    )
+    _note(traceparents.items())
+
+
+def current_traceparent() -> str | None:
+    """The current span's ``traceparent`` (to store with a payment's creation), or None outside any."""
+    return traceparent_of(trace.get_current_span())
+
+
+def remember_current(conn: psycopg.Connection, payment_id: str) -> None:
+    """Store the current span's context as ``payment_id``'s trace (a payment's creation)."""
+    traceparent = traceparent_of(trace.get_current_span())
+    if traceparent is not None:
+        remember(conn, {payment_id: traceparent})
+
+
+def alias(conn: psycopg.Connection, key: str, payment_id: str) -> None:
+    """Store ``payment_id``'s trace under another key too (the PSP's payment id, which its webhooks'
+    events are keyed by), in the caller's transaction; nothing if the payment has no stored trace."""
+    conn.execute(
+        "INSERT INTO payment_traces (payment_id, traceparent) SELECT %s, traceparent FROM payment_traces"
+        " WHERE payment_id = %s ON CONFLICT (payment_id) DO NOTHING",
+        (key, payment_id),
+    )
+
+
+def recall(conn: psycopg.Connection, payment_ids: Sequence[str]) -> dict[str, str]:
+    """The stored traces of these payments (``traceparent`` by payment_id); also kept in memory for
+    ``for_payment``."""
+    if not payment_ids:
+        return {}
+    rows = conn.execute(
+        "SELECT payment_id, traceparent FROM payment_traces WHERE payment_id = ANY(%s)", (list(payment_ids),)
+    ).fetchall()
+    found = {str(pid): str(tp) for pid, tp in rows}
+    _note(found.items())
+    return found
+
+
+def _note(items: Iterable[tuple[str, str]]) -> None:
+    with _known_lock:
+        for payment_id, traceparent in items:
+            _known[payment_id] = traceparent
+            _known.move_to_end(payment_id)
+        while len(_known) > KNOWN_PAYMENTS_MAX:
+            _known.popitem(last=False)
+
+
+# -- consumers ----------------------------------------------------------------------------------------------
+
+
+class Consumed:
+    """One message a consumer is about to apply, as tracing sees it."""
+
+    __slots__ = ("attributes", "carrier", "name", "payment_id")
+
+    def __init__(self, name: str, payment_id: str, carrier: Mapping[str, str], attributes: dict[str, Any]):
+        self.name = name
+        self.payment_id = payment_id
+        self.carrier = carrier
+        self.attributes = attributes
+
+
+@contextmanager
+def consuming(conn: psycopg.Connection, consumer: str, messages: Sequence[Consumed]) -> Iterator[None]:
+    """Run a batch handler inside spans: one CONSUMER span per message, in the payment's stored trace
+    if this service has one (linked to the message's own trace when that differs), else continuing
+    the message's trace; payments seen for the first time get it stored. With one message its span is
+    current; with several, a batch span linking them is, and each payment's outbox rows still carry
+    their own message's span (``inject``)."""
+    stored = recall(conn, sorted({m.payment_id for m in messages}))
+    spans: list[Span] = []
+    contexts: dict[str, Context] = {}
+    first: dict[str, str] = {}
+    for m in messages:
+        span = _message_span(m, stored.get(m.payment_id))
+        spans.append(span)
+        contexts[m.payment_id] = trace.set_span_in_context(span)
+        if m.payment_id not in stored and m.payment_id not in first:
+            traceparent = traceparent_of(span)
+            if traceparent is not None:
+                first[m.payment_id] = traceparent
+    remember(conn, first)
+    token = _payment_contexts.set(contexts)
+    scope = _payment_id.set(None)  # whatever a handler binds ends with the batch
+    try:
+        if len(spans) == 1:
+            with trace.use_span(spans[0], end_on_exit=False), bind_payment(messages[0].payment_id):
+                yield
+        else:
+            links = [Link(s.get_span_context()) for s in spans[:BATCH_LINKS_MAX]]
+            attributes = {"messaging.batch.message_count": len(spans)}
+            with tracer().start_as_current_span(f"{consumer} batch", links=links, attributes=attributes):
+                yield
+    except BaseException as exc:
+        for span in spans:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        raise
+    finally:
+        _payment_id.reset(scope)
+        _payment_contexts.reset(token)
+        for span in spans:
+            span.end()
+
+
+def _message_span(message: Consumed, stored: str | None) -> Span:
+    incoming = extract(message.carrier)
+    incoming_ctx = trace.get_current_span(incoming).get_span_context()
+    links: list[Link] = []
+    parent = incoming
+    if stored is not None:
+        parent = extract({"traceparent": stored})
+        stored_ctx = trace.get_current_span(parent).get_span_context()
+        if incoming_ctx.is_valid and incoming_ctx.trace_id != stored_ctx.trace_id:
+            links.append(Link(incoming_ctx, {"link.reason": "message_trace"}))
+    attributes = {"payment.id": message.payment_id, **message.attributes}
+    return tracer().start_span(
+        message.name, context=parent, kind=SpanKind.CONSUMER, links=links, attributes=attributes
+    )
