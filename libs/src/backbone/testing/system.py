@@ -332,7 +332,8 @@ class System:
                 f"{who} {perms} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
                 for who, (token, perms) in CREDIT_OPERATORS.items()
             )
-            + "console withdrawals:view,withdrawals:prepare,withdrawals:approve,operators:assert"
+            + "console withdrawals:view,withdrawals:prepare,withdrawals:approve,"
+            "deadletters:view,deadletters:replay,operators:assert"
             f" sha256:{hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()}\n"
         )
         api_env = {
@@ -375,7 +376,7 @@ class System:
         console = hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()
         tokens.write_text(
             f"system ledger:read,ledger:import sha256:{digest}\n"
-            f"console ledger:read,operators:assert sha256:{console}\n"
+            f"console ledger:read,deadletters:view,deadletters:replay,operators:assert sha256:{console}\n"
         )
         self._run("ledger-consume", ["-m", "ledger", "consume"], {**db, **CONSUMER_ENV})
         self._run("ledger-relay", ["-m", "ledger", "relay"], {**db, **RELAY_ENV})
@@ -392,7 +393,8 @@ class System:
                 f"{name} {grants} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
                 for name, (token, grants) in OPERATORS.items()
             )
-            + "console cases:view,cases:work,repairs:propose,repairs:approve,operators:assert"
+            + "console cases:view,cases:work,repairs:propose,repairs:approve,"
+            "deadletters:view,deadletters:replay,operators:assert"
             f" sha256:{hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()}\n"
         )
         port = free_port()
