@@ -52,7 +52,8 @@ CONSOLE_TOKEN: Final = "system-console-token-0123456789"  # noqa: S105 - a test 
 CONSOLE_PASSWORD: Final = "system operator password"  # noqa: S105 - a test value
 CONSOLE_OPERATORS: Final = {  # name -> (console permissions, merchants)
     "alice": (
-        "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
+        "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve,"
+        "deadletter_replay",
         MERCHANT,
     ),
     "bob": ("view,case_work,repair_approve,withdrawal_approve", MERCHANT),
