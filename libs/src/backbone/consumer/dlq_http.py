@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, assert_never
@@ -53,6 +54,7 @@ REASON_MAX: Final = 500
 LIMIT_MAX: Final = 500
 PAYLOAD_SHOWN_MAX: Final = 16 * 1024  # bytes of an undecodable payload shown as text
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # shown as \xNN: a person sees every byte
 
 
 @dataclass(frozen=True)
@@ -264,7 +266,8 @@ def _text(raw: bytes | memoryview | None) -> str | None:
     """Bytes as text a person can read (undecodable bytes escaped), card numbers redacted."""
     if raw is None:
         return None
-    return redact_card_numbers(bytes(raw).decode("utf-8", "backslashreplace"))
+    text = bytes(raw).decode("utf-8", "backslashreplace")
+    return redact_card_numbers(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
 
 
 def _safe_row(row: dict[str, Any]) -> dict[str, Any]:

@@ -391,7 +391,7 @@ class Api:
 
 _CREDIT_VIEW = """SELECT c.id, c.kind, c.status, c.mt5_login, c.amount_minor, c.currency,
     c.payment_amount_minor, c.payment_currency, c.fx_rate::text, c.mt5_deal_ticket, c.attempts,
-    c.debit_reason, c.original_credit_id, c.needs_person, c.last_reason
+    c.debit_reason, c.original_credit_id, c.needs_person, c.last_reason, c.payment_id
   FROM mt5_credits c JOIN deposit_intents i USING (deposit_reference)"""
 _CREDIT_FIELDS = (
     "credit_id",
@@ -409,6 +409,7 @@ _CREDIT_FIELDS = (
     "original_credit_id",
     "needs_person",
     "last_reason",
+    "payment_id",  # the payment this row follows: the console finds a deposit's story by its reference
 )
 
 

@@ -318,21 +318,36 @@ class Console:
         found: list[dict[str, Any]] = []
         error = ""
         if q and SEARCH_RE.fullmatch(q) is None:
-            error = "Search by a payment id: letters, digits and _ . : - only, up to 100."
+            error = (
+                "Search by a payment id or deposit reference: letters, digits and _ . : - only, up to 100."
+            )
         elif q and self._payments is None:
             error = "Deposit search is not configured (CONSOLE_PAYMENT_STATE_URL)."
         elif q and self._payments is not None:
             try:
                 for merchant in session.operator.merchants:
                     payment = await self._payments.payment(merchant, q)
+                    if payment is None:
+                        payment = await self._by_deposit_reference(merchant, q)
                     if payment is not None:
                         found.append(await self._story(session, merchant, payment))
             except ServiceError as exc:
                 error = f"{exc.service} did not answer: {exc.detail or exc.error}"
             if not found and not error:
                 mine = ", ".join(session.operator.merchants) or "none"
-                error = f"No payment {q} under your merchants ({mine})."
+                error = f"No payment or deposit reference {q} under your merchants ({mine})."
         return self._page(request, "search.html", {"q": q, "found": found, "error": error})
+
+    async def _by_deposit_reference(self, merchant: str, reference: str) -> dict[str, Any] | None:
+        """The payment of a deposit reference: mt5-credit's intent (the merchant's token) names the
+        payment on its credit row, payment-state answers for it. None before the capture (no credit
+        row yet names the payment) or under another merchant."""
+        assert self._payments is not None
+        intent = await self._payments.deposit_intent(merchant, reference)
+        for row in (intent or {}).get("credits", []):
+            if row.get("kind") == "credit" and isinstance(row.get("payment_id"), str):
+                return await self._payments.payment(merchant, row["payment_id"])
+        return None
 
     async def _story(self, session: Session, merchant: str, payment: dict[str, Any]) -> dict[str, Any]:
         """One deposit side by side: the payment and its operations (payment-state), the credit

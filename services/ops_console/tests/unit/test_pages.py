@@ -1,5 +1,6 @@
-"""The console's dead-letter pages and forms, in process: the real app and gate, a fake store
-(operators, sessions, audit) and fake service APIs that record what they were asked."""
+"""The console's dead-letter pages and forms and its deposit search, in process: the real app and
+gate, a fake store (operators, sessions, audit) and fake service APIs that record what they were
+asked."""
 
 from __future__ import annotations
 
@@ -97,6 +98,30 @@ OPERATORS = {
 }
 
 
+class FakePayments:
+    """payment-state and mt5-credit's merchant APIs: one captured deposit of broker-eu."""
+
+    async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None:
+        if merchant_id == "broker-eu" and payment_id == "pay_1":
+            return {"payment_id": "pay_1", "status": "CAPTURED", "amount_minor": 25000, "currency": "USD",
+                    "deposit_reference": "dep_1", "operations": []}  # fmt: skip
+        return None
+
+    async def deposit_intent(self, merchant_id: str, deposit_reference: str) -> dict[str, Any] | None:
+        if merchant_id != "broker-eu" or deposit_reference not in ("dep_1", "dep_uncaptured"):
+            return None
+        credit = {"kind": "credit", "status": "done", "payment_id": "pay_1", "credit_id": 1,
+                  "amount_minor": 25000, "currency": "USD", "deal_ticket": 9, "last_reason": ""}  # fmt: skip
+        return {
+            "deposit_reference": deposit_reference,
+            "customer_id": "cust-1",
+            "mt5_login": 7401,
+            "amount_minor": 25000,
+            "currency": "USD",
+            "credits": [credit] if deposit_reference == "dep_1" else [],
+        }
+
+
 def run(
     scenario: Callable[[TestClient, FakeStore, FakeApi], Awaitable[None]],
     post_error: ServiceError | None = None,
@@ -112,7 +137,7 @@ def run(
     store = FakeStore(OPERATORS)
     ledger = FakeApi("ledger", [LETTER], post_error)
     recon = FakeApi("reconciler", [])
-    console = Console(settings, store, recon, None, Health(), ledger=ledger)  # type: ignore[arg-type]
+    console = Console(settings, store, recon, FakePayments(), Health(), ledger=ledger)  # type: ignore[arg-type]
 
     async def go() -> None:
         async with TestClient(TestServer(console.app())) as client:
@@ -217,3 +242,27 @@ def test_a_service_refusal_is_shown_as_the_service_said_it_and_audited() -> None
         assert store.audits[-1][1] == "discard_dead_letter" and store.audits[-1][4] == "refused"
 
     run(scenario, ServiceError("ledger", 409, "already_resolved", "this dead letter was already replayed"))
+
+
+def test_a_deposit_is_found_by_its_deposit_reference_under_the_operators_merchants_only() -> None:
+    """A deposit reference finds the payment its credit row names, with the same story as its
+    payment id; a reference before the capture (no credit row names a payment yet) or of another
+    merchant finds nothing and says so; markup in the query is refused with a specific error."""
+    OPERATORS["erin"] = Operator("erin", "Erin", frozenset({Permission.VIEW}), ("another-merchant",))
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        by_ref = await (await client.get("/search?q=dep_1", headers=_as("carol"))).text()
+        by_id = await (await client.get("/search?q=pay_1", headers=_as("carol"))).text()
+        assert "pay_1" in by_ref and "CAPTURED" in by_ref and "250.00 USD" in by_ref
+        assert by_ref.count('class="card story"') == by_id.count('class="card story"') == 1
+        early = await (await client.get("/search?q=dep_uncaptured", headers=_as("carol"))).text()
+        assert "No payment or deposit reference dep_uncaptured" in early
+        other = await (await client.get("/search?q=dep_1", headers=_as("erin"))).text()
+        assert "No payment or deposit reference" in other and "CAPTURED" not in other
+        bad = await (await client.get("/search?q=<b>x</b>", headers=_as("carol"))).text()
+        assert "letters, digits" in bad and "<b>x</b>" not in bad
+
+    try:
+        run(scenario)
+    finally:
+        del OPERATORS["erin"]
