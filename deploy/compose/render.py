@@ -26,6 +26,8 @@ SECRETS_DIR: Final = REPO / "deploy" / "compose" / "secrets"
 KAFKA: Final = "kafka:29092"
 IMAGE: Final = "deposits:local"
 PUBLISHED: Final = frozenset({"api", "simulator", "monitor"})  # reached from the host; one instance each
+# the console also acts on each consumer's dead letters (backbone.consumer.dlq_http)
+DEADLETTERS: Final = "deadletters:view,deadletters:replay"
 OPERATORS: Final = {
     "mt5-credit-operators": "withdrawals:view,withdrawals:prepare,withdrawals:approve",
     "reconciler-operators": "cases:view,cases:work,repairs:propose,repairs:approve",
@@ -233,19 +235,20 @@ def write_secrets(target: Path = SECRETS_DIR) -> list[str]:
     console = plain.setdefault("console", _token())
     values["console-reconciler-token"] = console
     values["reconciler-operators"] += (
-        f"console {OPERATORS['reconciler-operators']},operators:assert"
+        f"console {OPERATORS['reconciler-operators']},{DEADLETTERS},operators:assert"
         f" sha256:{hashlib.sha256(console.encode()).hexdigest()}\n"
     )
     credit_console = plain.setdefault("console_mt5_credit", _token())
     values["console-mt5-credit-token"] = credit_console
     values["mt5-credit-operators"] += (
-        f"console {OPERATORS['mt5-credit-operators']},operators:assert"
+        f"console {OPERATORS['mt5-credit-operators']},{DEADLETTERS},operators:assert"
         f" sha256:{hashlib.sha256(credit_console.encode()).hexdigest()}\n"
     )
     ledger_console = plain.setdefault("console_ledger", _token())
     values["console-ledger-token"] = ledger_console
     values["ledger-api-tokens"] += (
-        f"console ledger:read,operators:assert sha256:{hashlib.sha256(ledger_console.encode()).hexdigest()}\n"
+        f"console ledger:read,{DEADLETTERS},operators:assert"
+        f" sha256:{hashlib.sha256(ledger_console.encode()).hexdigest()}\n"
     )
     values["console-credit-merchant-tokens"] = f"broker-eu {values['mt5-credit-api-tokens'].split('=')[0]}\n"
     values["console-merchant-tokens"] = f"broker-eu {values['payment-state-api-tokens'].split('=')[0]}\n"

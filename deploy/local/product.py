@@ -74,6 +74,9 @@ RECON_PERMISSIONS: Final = "cases:view,cases:work,repairs:propose,repairs:approv
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
 out = Console(width=max(Console().width, 110))
 
+# the console also acts on each consumer's dead letters (backbone.consumer.dlq_http)
+DEADLETTERS: Final = "deadletters:view,deadletters:replay"
+
 
 def run_dir() -> Path:
     return Path(os.environ.get("PRODUCT_RUN_DIR", REPO / ".local" / "run")).resolve()
@@ -242,13 +245,15 @@ def ensure_secrets() -> Path:
     }
     # the console acts at the reconciler for the operator who logged in (backbone.tokens)
     values["reconciler-operators"] += (
-        f"console {RECON_PERMISSIONS},operators:assert {_sha(tokens['console'])}\n"
+        f"console {RECON_PERMISSIONS},{DEADLETTERS},operators:assert {_sha(tokens['console'])}\n"
     )
     credit_perms = OPERATOR_PERMISSIONS["mt5-credit-operators"]
     values["mt5-credit-operators"] += (
-        f"console {credit_perms},operators:assert {_sha(tokens['console_mt5_credit'])}\n"
+        f"console {credit_perms},{DEADLETTERS},operators:assert {_sha(tokens['console_mt5_credit'])}\n"
     )
-    values["ledger-api-tokens"] += f"console ledger:read,operators:assert {_sha(tokens['console_ledger'])}\n"
+    values["ledger-api-tokens"] += (
+        f"console ledger:read,{DEADLETTERS},operators:assert {_sha(tokens['console_ledger'])}\n"
+    )
     for process in catalogue():
         for name in process.secrets.values():
             if name.endswith("-db-url") and name not in values:

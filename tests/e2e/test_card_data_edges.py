@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +35,8 @@ import psycopg
 import pytest
 from aiohttp import web
 from backbone.avro import AvroCodec, SchemaCatalogue
+from backbone.consumer.dlq import ReplayContext
+from backbone.consumer.dlq_http import DeadLetterSource
 from backbone.health import Health
 from backbone.http import is_guarded
 from backbone.kafka.config import producer_config
@@ -104,10 +107,18 @@ def service_apps() -> dict[str, web.Application]:
     from reconciler.settings import ApiSettings as ReconApiSettings  # noqa: PLC0415
     from webhook_gateway.entrypoints.http import BodyLimits, make_app  # noqa: PLC0415
 
+    # mt5-credit serves its operator routes (withdrawals, dead letters) only with an operators file
+    operators = Path(tempfile.mkdtemp()) / "operators"
+    operators.write_text(f"console deadletters:view sha256:{'0' * 64}\n")
+
+    def no_replay() -> ReplayContext:
+        raise AssertionError("the card-data guard answers before any dead letter is touched")
+
     env = {
         "DATABASE_URL": "postgresql://inspect@127.0.0.1:1/inspect",
         "MT5_CREDIT_API_TOKENS": "t" * 16 + "=m",
         "MT5_CREDIT_ADMIN_TOKEN": "a" * 16,
+        "MT5_CREDIT_OPERATORS_FILE": str(operators),
         "LEDGER_API_TOKENS_FILE": "/dev/null",
         "RECON_API_TOKENS_FILE": "/dev/null",
         "CONSOLE_RECONCILER_URL": "http://127.0.0.1:1",
@@ -121,7 +132,14 @@ def service_apps() -> dict[str, web.Application]:
         "mt5_credit": CreditApi(load_settings(HttpSettings, env), None, Health()).app(),
         "ledger": ledger.app(),
         "gateway": make_app(None, {}, Health(), body=BodyLimits(1024, 1.0)),
-        "reconciler": ReconApi(load_settings(ReconApiSettings, env), None, None, Tokens([]), Health()).app(),
+        "reconciler": ReconApi(
+            load_settings(ReconApiSettings, env),
+            None,
+            None,
+            Tokens([]),
+            Health(),
+            [DeadLetterSource("reconciler", env["DATABASE_URL"], no_replay)],
+        ).app(),
         "console": Console(load_settings(ConsoleSettings, env), None, None, None, Health()).app(),
     }
 

@@ -52,7 +52,8 @@ CONSOLE_TOKEN: Final = "system-console-token-0123456789"  # noqa: S105 - a test 
 CONSOLE_PASSWORD: Final = "system operator password"  # noqa: S105 - a test value
 CONSOLE_OPERATORS: Final = {  # name -> (console permissions, merchants)
     "alice": (
-        "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
+        "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve,"
+        "deadletter_replay",
         MERCHANT,
     ),
     "bob": ("view,case_work,repair_approve,withdrawal_approve", MERCHANT),
@@ -338,7 +339,8 @@ class System:
                 f"{who} {perms} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
                 for who, (token, perms) in CREDIT_OPERATORS.items()
             )
-            + "console withdrawals:view,withdrawals:prepare,withdrawals:approve,operators:assert"
+            + "console withdrawals:view,withdrawals:prepare,withdrawals:approve,"
+            "deadletters:view,deadletters:replay,operators:assert"
             f" sha256:{hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()}\n"
         )
         api_env = {
@@ -381,7 +383,7 @@ class System:
         console = hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()
         tokens.write_text(
             f"system ledger:read,ledger:import sha256:{digest}\n"
-            f"console ledger:read,operators:assert sha256:{console}\n"
+            f"console ledger:read,deadletters:view,deadletters:replay,operators:assert sha256:{console}\n"
         )
         self._run("ledger-consume", ["-m", "ledger", "consume"], {**db, **CONSUMER_ENV})
         self._run("ledger-relay", ["-m", "ledger", "relay"], {**db, **RELAY_ENV})
@@ -398,7 +400,8 @@ class System:
                 f"{name} {grants} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
                 for name, (token, grants) in OPERATORS.items()
             )
-            + "console cases:view,cases:work,repairs:propose,repairs:approve,operators:assert"
+            + "console cases:view,cases:work,repairs:propose,repairs:approve,"
+            "deadletters:view,deadletters:replay,operators:assert"
             f" sha256:{hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()}\n"
         )
         port = free_port()

@@ -19,7 +19,11 @@ def test_permissions_parse_and_map_to_the_reconciler() -> None:
     reconciler knows become its permission names, never more than the operator holds."""
     held = permissions.parse("view, repair_approve,refund")
     assert held == {Permission.VIEW, Permission.REPAIR_APPROVE, Permission.REFUND}
-    assert permissions.at_service(held, permissions.RECONCILER) == "cases:view,repairs:approve"
+    assert (
+        permissions.at_service(held, permissions.RECONCILER) == "cases:view,deadletters:view,repairs:approve"
+    )
+    replay = held | {Permission.DEADLETTER_REPLAY}
+    assert permissions.at_service(replay, permissions.LEDGER) == "deadletters:replay,deadletters:view"
     assert permissions.at_service(frozenset(), permissions.RECONCILER) == ""
     with pytest.raises(permissions.UnknownPermission, match="'admin'"):
         permissions.parse("view,admin")

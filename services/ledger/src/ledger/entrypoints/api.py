@@ -9,12 +9,16 @@ with a reason and changes nothing. ``/healthz``, ``/readyz`` and ``/metrics`` ar
     GET  /v1/journals/{journal_id}
     GET  /v1/journals?reference=<ref> | ?payment_id=<id>[&after=<journal_id>&limit=]
     POST /v1/settlements            (body: a normalized settlement batch, README "Settlement import")
+    GET  /v1/dead-letters, GET /v1/dead-letters/{consumer}/{id}                 (deadletters:view)
+    POST /v1/dead-letters/{consumer}/{id}/replay|discard {"reason"}   (deadletters:replay)
+                                    the consumer's dead letters (backbone.consumer.dlq_http)
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -22,6 +26,7 @@ from typing import Any, Final, assert_never
 
 import psycopg
 from aiohttp import web
+from backbone.consumer import dlq_http
 from backbone.health import Health, aiohttp_routes
 from backbone.http import route_name, service_app, unavailable, watch
 from backbone.ids import new_event_id
@@ -41,9 +46,10 @@ from ledger.application.settlement import (
     NothingToImport,
     import_settlement,
 )
-from ledger.bootstrap import outbox_writer
+from ledger.bootstrap import outbox_writer, replay_context
 from ledger.domain.accounts import CHART, AccountKey
 from ledger.entrypoints.auth import PERMISSIONS, Caller, Tokens
+from ledger.entrypoints.consumer import consumer_environ
 from ledger.settings import SERVICE_NAME, ApiSettings, LedgerSettings
 
 log = get_logger(__name__)
@@ -99,6 +105,11 @@ class LedgerApi:
                 web.post("/v1/settlements", write(self.import_settlement)),
             ]
         )
+        consumer = consumer_environ(os.environ)["CONSUMER_NAME"]
+        source = dlq_http.DeadLetterSource(
+            consumer, self._api.database_url.reveal(), lambda: replay_context(consumer, self._ledger)
+        )
+        app.add_routes(dlq_http.dead_letter_routes(self._tokens, [source], service=SERVICE_NAME))
         app.on_startup.append(self._start)
         watch(app, self._health, self._probe, self._database)
         app.on_cleanup.append(self._stop)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import os
 import re
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -19,8 +20,12 @@ from pathlib import Path
 from typing import Any, Final, assert_never
 
 from aiohttp import web
+from backbone.consumer import dlq_http
+from backbone.consumer.dlq import ReplayContext
+from backbone.consumer.messages import per_event
 from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, watch
+from backbone.kafka.topics import TopicCatalogue
 from backbone.logs import configure_logging, get_logger
 from backbone.money import currency_exponent
 from backbone.outage import Dependency
@@ -34,10 +39,11 @@ from mt5_credit import bootstrap
 from mt5_credit.adapters.mt5 import GatewayMt5
 from mt5_credit.adapters.pg_withdrawals import Accepted, DeskConfig, PgWithdrawalDesk, TradeStatePort
 from mt5_credit.adapters.postgres_store import PgCreditStore
+from mt5_credit.application.intake import Intake
 from mt5_credit.application.intents import Created, IntentRefused, IntentRequest, create_intent
 from mt5_credit.domain.intake import Account
 from mt5_credit.domain.withdrawals import Refusal, WithdrawalRequest, WithdrawalStatus
-from mt5_credit.settings import HttpSettings
+from mt5_credit.settings import SERVICE_NAME, HttpSettings
 
 log = get_logger("mt5_credit.http")
 _KEY_RE: Final = re.compile(r"^[A-Za-z0-9_.:-]{8,128}$")
@@ -52,7 +58,9 @@ def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message}}, status=status)
 
 
-OPERATOR_PERMISSIONS: Final = frozenset({"withdrawals:view", "withdrawals:prepare", "withdrawals:approve"})
+OPERATOR_PERMISSIONS: Final = (
+    frozenset({"withdrawals:view", "withdrawals:prepare", "withdrawals:approve"}) | dlq_http.PERMISSIONS
+)
 _WID_RE: Final = re.compile(r"^wd_[0-9a-f]{32}$")
 _TOKEN_RE: Final = re.compile(r"^[A-Za-z0-9_]{3,128}$")
 _DIGEST_RE: Final = re.compile(r"^[0-9a-f]{64}$")
@@ -105,7 +113,23 @@ class Api:
                 *aiohttp_routes(self._health),
             ]
         )
+        if self._operators is not None:  # operators (the console) also see the consumer's dead letters
+            source = dlq_http.DeadLetterSource(
+                os.environ.get("CONSUMER_NAME", SERVICE_NAME),
+                self._settings.database_url.reveal(),
+                self._replay,
+            )
+            app.add_routes(dlq_http.dead_letter_routes(self._operators, [source], service=SERVICE_NAME))
         return app
+
+    def _replay(self) -> ReplayContext:
+        """The consumer's own handler (``entrypoints.consumer.build``), for a dead letter's replay."""
+        avro = bootstrap.codec()
+        intake = Intake(self._rates, bootstrap.store_for)
+        name = os.environ.get("CONSUMER_NAME", SERVICE_NAME)
+        return ReplayContext(
+            name, per_event(intake.handle), avro, TopicCatalogue.default(), bootstrap.outbox_writer(avro)
+        )
 
     def _merchant(self, request: web.Request) -> str | None:
         token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
@@ -367,7 +391,7 @@ class Api:
 
 _CREDIT_VIEW = """SELECT c.id, c.kind, c.status, c.mt5_login, c.amount_minor, c.currency,
     c.payment_amount_minor, c.payment_currency, c.fx_rate::text, c.mt5_deal_ticket, c.attempts,
-    c.debit_reason, c.original_credit_id, c.needs_person, c.last_reason
+    c.debit_reason, c.original_credit_id, c.needs_person, c.last_reason, c.payment_id
   FROM mt5_credits c JOIN deposit_intents i USING (deposit_reference)"""
 _CREDIT_FIELDS = (
     "credit_id",
@@ -385,6 +409,7 @@ _CREDIT_FIELDS = (
     "original_credit_id",
     "needs_person",
     "last_reason",
+    "payment_id",  # the payment this row follows: the console finds a deposit's story by its reference
 )
 
 

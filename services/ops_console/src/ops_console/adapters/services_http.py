@@ -77,7 +77,7 @@ class OperatorClient(_Client):
         service: str,
         base_url: str,
         token: str,
-        mapping: dict[permissions.Permission, str],
+        mapping: dict[permissions.Permission, tuple[str, ...]],
         timeout_s: float,
     ) -> None:
         super().__init__(timeout_s)

@@ -23,21 +23,32 @@ class Permission(StrEnum):
 
 ALL: Final = frozenset(Permission)
 
-# what an operator's console permission becomes at each service (backbone.tokens permissions)
-RECONCILER: Final[dict[Permission, str]] = {
-    Permission.VIEW: "cases:view",
-    Permission.CASE_WORK: "cases:work",
-    Permission.REPAIR_PROPOSE: "repairs:propose",
-    Permission.REPAIR_APPROVE: "repairs:approve",
+# what an operator's console permission becomes at each service (backbone.tokens permissions);
+# every service that runs a consumer also serves its dead letters (backbone.consumer.dlq_http)
+DEAD_LETTERS: Final[dict[Permission, tuple[str, ...]]] = {
+    Permission.VIEW: ("deadletters:view",),
+    Permission.DEADLETTER_REPLAY: ("deadletters:replay",),
 }
 
-MT5_CREDIT: Final[dict[Permission, str]] = {
-    Permission.VIEW: "withdrawals:view",
-    Permission.WITHDRAWAL_PREPARE: "withdrawals:prepare",
-    Permission.WITHDRAWAL_APPROVE: "withdrawals:approve",
+RECONCILER: Final[dict[Permission, tuple[str, ...]]] = {
+    Permission.VIEW: ("cases:view", "deadletters:view"),
+    Permission.CASE_WORK: ("cases:work",),
+    Permission.REPAIR_PROPOSE: ("repairs:propose",),
+    Permission.REPAIR_APPROVE: ("repairs:approve",),
+    Permission.DEADLETTER_REPLAY: ("deadletters:replay",),
 }
 
-LEDGER: Final[dict[Permission, str]] = {Permission.LEDGER_READ: "ledger:read"}
+MT5_CREDIT: Final[dict[Permission, tuple[str, ...]]] = {
+    Permission.VIEW: ("withdrawals:view", "deadletters:view"),
+    Permission.WITHDRAWAL_PREPARE: ("withdrawals:prepare",),
+    Permission.WITHDRAWAL_APPROVE: ("withdrawals:approve",),
+    Permission.DEADLETTER_REPLAY: ("deadletters:replay",),
+}
+
+LEDGER: Final[dict[Permission, tuple[str, ...]]] = {
+    Permission.LEDGER_READ: ("ledger:read",),
+    **DEAD_LETTERS,
+}
 
 
 class UnknownPermission(ValueError):
@@ -59,6 +70,6 @@ def parse(names: str) -> frozenset[Permission]:
     return frozenset(found)
 
 
-def at_service(held: frozenset[Permission], mapping: dict[Permission, str]) -> str:
+def at_service(held: frozenset[Permission], mapping: dict[Permission, tuple[str, ...]]) -> str:
     """The ``X-Operator-Permissions`` header value for one service."""
-    return ",".join(sorted(mapping[p] for p in held if p in mapping))
+    return ",".join(sorted({name for p in held if p in mapping for name in mapping[p]}))

@@ -19,10 +19,15 @@ nothing; a service's refusal is shown as the service said it.
     POST /repairs/{id}/reject      case_id reason                repair_approve
     GET  /runs?date=                                             view
     GET  /audit?operator=&target=                                view
+    GET  /deadletters?service=&include_resolved=true             view
+    GET  /deadletters/{service}/{consumer}/{id}                  view
+    POST /deadletters/{service}/{consumer}/{id}/replay   reason  deadletter_replay
+    POST /deadletters/{service}/{consumer}/{id}/discard  reason  deadletter_replay
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Awaitable, Callable
@@ -35,6 +40,7 @@ from zoneinfo import ZoneInfo
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from backbone.carddata import redact_document
 from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, watch
 from backbone.logs import get_logger
@@ -71,7 +77,10 @@ DONE: Final = {  # the only texts a redirect may ask a page to show
     "prepared": "Withdrawal prepared: a second operator must approve it.",
     "w_approved": "Withdrawal approved: MT5 is debited first, then the payout is made.",
     "w_rejected": "Withdrawal rejected: the hold is released, nothing moved.",
+    "dl_replayed": "Dead letter replayed through the consumer's handler.",
+    "dl_discarded": "Dead letter discarded: it was never applied.",
 }
+CONSUMER_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 WITHDRAWAL_STATUSES: Final = (
     "held",
     "prepared",
@@ -168,6 +177,10 @@ class Console:
                 web.get("/unknowns", self.unknowns),
                 web.get("/runs", self.runs),
                 web.get("/audit", self.audit),
+                web.get("/deadletters", self.dead_letters),
+                web.get("/deadletters/{service}/{consumer}/{id}", self.dead_letter),
+                web.post("/deadletters/{service}/{consumer}/{id}/replay", self.replay_dead_letter),
+                web.post("/deadletters/{service}/{consumer}/{id}/discard", self.discard_dead_letter),
             ]
         )
         watch(app, self._health, self._ping, self._database)
@@ -305,21 +318,36 @@ class Console:
         found: list[dict[str, Any]] = []
         error = ""
         if q and SEARCH_RE.fullmatch(q) is None:
-            error = "Search by a payment id: letters, digits and _ . : - only, up to 100."
+            error = (
+                "Search by a payment id or deposit reference: letters, digits and _ . : - only, up to 100."
+            )
         elif q and self._payments is None:
             error = "Deposit search is not configured (CONSOLE_PAYMENT_STATE_URL)."
         elif q and self._payments is not None:
             try:
                 for merchant in session.operator.merchants:
                     payment = await self._payments.payment(merchant, q)
+                    if payment is None:
+                        payment = await self._by_deposit_reference(merchant, q)
                     if payment is not None:
                         found.append(await self._story(session, merchant, payment))
             except ServiceError as exc:
                 error = f"{exc.service} did not answer: {exc.detail or exc.error}"
             if not found and not error:
                 mine = ", ".join(session.operator.merchants) or "none"
-                error = f"No payment {q} under your merchants ({mine})."
+                error = f"No payment or deposit reference {q} under your merchants ({mine})."
         return self._page(request, "search.html", {"q": q, "found": found, "error": error})
+
+    async def _by_deposit_reference(self, merchant: str, reference: str) -> dict[str, Any] | None:
+        """The payment of a deposit reference: mt5-credit's intent (the merchant's token) names the
+        payment on its credit row, payment-state answers for it. None before the capture (no credit
+        row yet names the payment) or under another merchant."""
+        assert self._payments is not None
+        intent = await self._payments.deposit_intent(merchant, reference)
+        for row in (intent or {}).get("credits", []):
+            if row.get("kind") == "credit" and isinstance(row.get("payment_id"), str):
+                return await self._payments.payment(merchant, row["payment_id"])
+        return None
 
     async def _story(self, session: Session, merchant: str, payment: dict[str, Any]) -> dict[str, Any]:
         """One deposit side by side: the payment and its operations (payment-state), the credit
@@ -707,6 +735,122 @@ class Console:
             lambda error, status: self._withdrawal_page(request, wid, error, status),
             f"/withdrawals/{wid}?done={done}",
         )
+
+    # -- dead letters (each consuming service's own, backbone.consumer.dlq_http) -----------------------
+
+    def _dead_letter_apis(self) -> dict[str, OperatorApi]:
+        """The services that run consumers and that the console is configured to call."""
+        apis: dict[str, OperatorApi | None] = {
+            "reconciler": self._recon,
+            "mt5-credit": self._credit,
+            "ledger": self._ledger,
+        }
+        return {name: api for name, api in apis.items() if api is not None}
+
+    def _letter_target(self, request: web.Request) -> tuple[str, OperatorApi, str, int]:
+        service, consumer = request.match_info["service"], request.match_info["consumer"]
+        api = self._dead_letter_apis().get(service)
+        if api is None:
+            raise web.HTTPNotFound(text="no such service here")
+        if CONSUMER_RE.fullmatch(consumer) is None:
+            raise web.HTTPBadRequest(text="a consumer name is letters, digits and _ . - only")
+        return service, api, consumer, _path_id(request, "id")
+
+    @needs(Permission.VIEW)
+    async def dead_letters(self, request: web.Request) -> web.StreamResponse:
+        session: Session = request["session"]
+        apis = self._dead_letter_apis()
+        service = request.query.get("service", "")
+        include_resolved = request.query.get("include_resolved", "") == "true"
+        letters: list[dict[str, Any]] = []
+        notes: list[str] = []
+        error = ""
+        if service and service not in apis:
+            error = f"service must be one of {', '.join(apis)}"
+        for name, api in apis.items():
+            if error or (service and name != service):
+                continue
+            query = {"include_resolved": "true" if include_resolved else "false", "limit": "200"}
+            try:
+                answer = await api.get(session.operator, "/v1/dead-letters", query)
+            except ServiceError as exc:
+                notes.append(_said(exc))
+                continue
+            letters += [{**_card_safe(row), "service": name} for row in answer.get("dead_letters", [])]
+        context = {
+            "letters": letters,
+            "services": list(apis),
+            "service": service,
+            "include_resolved": include_resolved,
+            "error": error,
+            "notes": notes,
+        }
+        return self._page(request, "deadletters.html", context, 400 if error else 200)
+
+    @needs(Permission.VIEW)
+    async def dead_letter(self, request: web.Request) -> web.StreamResponse:
+        service, api, consumer, letter_id = self._letter_target(request)
+        return await self._dead_letter_page(request, service, api, consumer, letter_id)
+
+    async def _dead_letter_page(
+        self,
+        request: web.Request,
+        service: str,
+        api: OperatorApi,
+        consumer: str,
+        letter_id: int,
+        error: str = "",
+        status: int = 200,
+    ) -> web.StreamResponse:
+        session: Session = request["session"]
+        try:
+            found = _card_safe(await api.get(session.operator, f"/v1/dead-letters/{consumer}/{letter_id}"))
+        except ServiceError as exc:
+            if exc.status == 404:
+                raise web.HTTPNotFound(text="no such dead letter") from None
+            return self._page(request, "refused.html", {"why": _said(exc)}, exc.status)
+        payload = found.get("payload") or {}
+        shown = payload.get("document") if payload.get("decoded") else payload.get("text")
+        context = {
+            "d": found,
+            "service": service,
+            "payload_text": json.dumps(shown, indent=2, sort_keys=True) if payload.get("decoded") else shown,
+            "error": error,
+            "done": DONE.get(request.query.get("done", ""), ""),
+        }
+        return self._page(request, "deadletter.html", context, status)
+
+    @needs(Permission.DEADLETTER_REPLAY)
+    async def replay_dead_letter(self, request: web.Request) -> web.StreamResponse:
+        return await self._dead_letter_act(request, "replay", "dl_replayed")
+
+    @needs(Permission.DEADLETTER_REPLAY)
+    async def discard_dead_letter(self, request: web.Request) -> web.StreamResponse:
+        return await self._dead_letter_act(request, "discard", "dl_discarded")
+
+    async def _dead_letter_act(self, request: web.Request, verb: str, done: str) -> web.StreamResponse:
+        """Replay or discard at the owning service, for the operator, with their reason."""
+        service, api, consumer, letter_id = self._letter_target(request)
+        form = await request.post()
+        path = f"/deadletters/{service}/{consumer}/{letter_id}"
+        return await self._act(
+            request,
+            api,
+            f"{verb}_dead_letter",
+            f"deadletter:{service}/{consumer}/{letter_id}",
+            lambda: {"reason": _reason(form.get("reason"), "reason")},
+            f"/v1/dead-letters/{consumer}/{letter_id}/{verb}",
+            lambda error, status: self._dead_letter_page(
+                request, service, api, consumer, letter_id, error, status
+            ),
+            f"{path}?done={done}",
+        )
+
+
+def _card_safe(answer: Any) -> Any:
+    """A service's answer with any card number redacted once more before it is shown (the service
+    already redacts; a page never relies on one place alone)."""
+    return redact_document(answer)[0]
 
 
 def _said(exc: ServiceError) -> str:

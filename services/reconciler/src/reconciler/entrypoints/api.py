@@ -19,6 +19,9 @@ changes nothing; a refused act (including a missing token or permission on a POS
     POST /v1/repairs/{repair_id}/approve    {"command_digest": "<the digest you saw>"} (repairs:approve)
     POST /v1/repairs/{repair_id}/reject     {"reason": "why"}                     (repairs:approve)
     GET  /v1/audit[?target=case:N|repair:N&operator=&limit=]
+    GET  /v1/dead-letters, GET /v1/dead-letters/{consumer}/{id}          (deadletters:view)
+    POST /v1/dead-letters/{consumer}/{id}/replay|discard {"reason"}      (deadletters:replay)
+                                            the consumer's dead letters (backbone.consumer.dlq_http)
     POST /v1/cases/{case_id}/reopen         {"reason": "why"}                     (cases:work)
     GET  /v1/cases.csv[?date=&status=&class=&limit=]   the selection, with empty decision columns
     POST /v1/decisions                      that CSV filled in (text/csv), or JSON {"case_ids": [..],
@@ -38,10 +41,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from aiohttp import web
+from backbone.consumer import dlq_http
 from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, watch
 from backbone.logs import configure_logging, get_logger
@@ -74,7 +78,7 @@ from reconciler.settings import SERVICE_NAME, ApiSettings
 log = get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 VIEW, WORK, PROPOSE, APPROVE = "cases:view", "cases:work", "repairs:propose", "repairs:approve"
-PERMISSIONS: Final = frozenset({VIEW, WORK, PROPOSE, APPROVE})
+PERMISSIONS: Final = frozenset({VIEW, WORK, PROPOSE, APPROVE}) | dlq_http.PERMISSIONS
 STATUSES: Final = frozenset({"open", "acknowledged", "resolved"})
 REPAIR_STATUSES: Final = frozenset(s.value for s in RepairStatus)
 ANONYMOUS: Final = "(no valid token)"
@@ -106,9 +110,16 @@ def publish_gauges(snapshot: dict[str, Any]) -> None:
 
 class ReconApi:
     def __init__(
-        self, settings: ApiSettings, store: PgReconStore, desk: PgRepairDesk, tokens: Tokens, health: Health
+        self,
+        settings: ApiSettings,
+        store: PgReconStore,
+        desk: PgRepairDesk,
+        tokens: Tokens,
+        health: Health,
+        dead_letters: Sequence[dlq_http.DeadLetterSource] = (),
     ) -> None:
         self._s, self._store, self._desk, self._tokens, self._health = settings, store, desk, tokens, health
+        self._dead_letters = dead_letters
         self._database = Dependency("database", "reconciler-api", health, up=False)
         self._gauges_at = 0.0
 
@@ -135,6 +146,9 @@ class ReconApi:
                 web.get("/v1/audit", view(self.audit)),
             ]
         )
+        if self._dead_letters:
+            routes = dlq_http.dead_letter_routes(self._tokens, self._dead_letters, service=SERVICE_NAME)
+            app.add_routes(routes)
         watch(app, self._health, self._probe, self._database)
         return app
 
@@ -379,10 +393,16 @@ class ReconApi:
         return json_response(200, {"audit": rows})
 
 
-def serve(settings: ApiSettings, store: PgReconStore, desk: PgRepairDesk) -> None:
+def serve(
+    settings: ApiSettings,
+    store: PgReconStore,
+    desk: PgRepairDesk,
+    dead_letters: Sequence[dlq_http.DeadLetterSource] = (),
+) -> None:
     """Run until SIGTERM/SIGINT (aiohttp finishes the requests in flight)."""
     configure_logging(f"{SERVICE_NAME}-api")
     health = Health.configured()
-    api = ReconApi(settings, store, desk, Tokens.load(settings.tokens_file, PERMISSIONS), health)
+    tokens = Tokens.load(settings.tokens_file, PERMISSIONS)
+    api = ReconApi(settings, store, desk, tokens, health, dead_letters)
     log.info("api.starting", host=settings.http_host, port=settings.http_port)
     web.run_app(api.app(), host=settings.http_host, port=settings.http_port, access_log=None, print=None)

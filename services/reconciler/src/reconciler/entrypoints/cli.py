@@ -124,10 +124,14 @@ def api() -> None:
     except SettingsError as exc:
         err.print(str(exc))
         raise typer.Exit(2) from None
+    from backbone.consumer.dlq_http import DeadLetterSource  # noqa: PLC0415 - aiohttp only here
+
     from reconciler.entrypoints.api import serve  # noqa: PLC0415 - aiohttp only for this process
 
     store = recon_store(settings)
-    serve(api_settings, store, repair_desk(settings, store.engine))
+    consumer = consumer_environ(os.environ, settings)["CONSUMER_NAME"]
+    source = DeadLetterSource(consumer, settings.database_url, lambda: replay_context(consumer, settings))
+    serve(api_settings, store, repair_desk(settings, store.engine), [source])
 
 
 @app.command()

@@ -1,0 +1,268 @@
+"""The console's dead-letter pages and forms and its deposit search, in process: the real app and
+gate, a fake store (operators, sessions, audit) and fake service APIs that record what they were
+asked."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+from backbone.health import Health
+from backbone.settings import load_settings
+from ops_console.application.auth import cookie_hash
+from ops_console.application.ports import ServiceError, Session
+from ops_console.domain.operators import Operator
+from ops_console.domain.permissions import Permission
+from ops_console.entrypoints.web import COOKIE, Console
+from ops_console.settings import ConsoleSettings
+
+CARD = "4242424242424242"
+LETTER: dict[str, Any] = {
+    "id": 7,
+    "consumer": "ledger",
+    "topic": "payments.events",
+    "kafka_partition": 3,
+    "kafka_offset": 41,
+    "message_key": "pay-1",
+    "event_id": "0b0e7d7e-0000-4000-8000-000000000001",
+    "event_type": "PaymentCaptured",
+    "error_class": "handler_failed",
+    "reason": "KeyError: <script>alert(1)</script>",
+    "attempts": 5,
+    "dead_lettered_at": "2026-12-02T10:00:00+00:00",
+    "resolution": None,
+    "resolved_at": None,
+    "resolved_by": None,
+    "resolution_note": None,
+    "headers": {"event_id": "x"},
+    "payload": {
+        "decoded": True,
+        "size_bytes": 120,
+        "event_type": "PaymentCaptured",
+        "document": {"merchant_id": "<b>m</b>", "note": f"card {CARD}"},
+    },
+}
+
+
+class FakeStore:
+    def __init__(self, operators: dict[str, Operator]) -> None:
+        self.sessions = {cookie_hash(name): op for name, op in operators.items()}
+        self.audits: list[tuple[str, str, str, str, str]] = []
+
+    async def session(self, token_sha256: bytes) -> Session | None:
+        op = self.sessions.get(token_sha256)
+        return Session(op, "csrf-" + op.username, datetime.now(UTC) + timedelta(hours=1)) if op else None
+
+    async def audit(
+        self, operator: str, action: str, target: str, reason: str, outcome: str, detail: dict[str, Any]
+    ) -> None:
+        self.audits.append((operator, action, target, reason, outcome))
+
+    async def ping(self) -> None:
+        return None
+
+
+class FakeApi:
+    """A service's dead-letter API: answers from ``letters``; a POST answers ``post_answer``."""
+
+    def __init__(self, name: str, letters: list[dict[str, Any]], post_error: ServiceError | None = None):
+        self.name, self.letters, self.post_error = name, letters, post_error
+        self.posts: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any:
+        if path == "/v1/dead-letters":
+            return {"dead_letters": self.letters}
+        for letter in self.letters:
+            if path == f"/v1/dead-letters/{letter['consumer']}/{letter['id']}":
+                return letter
+        raise ServiceError(self.name, 404, "not_found", "no such dead letter")
+
+    async def post(self, operator: Operator, path: str, body: dict[str, Any]) -> Any:
+        self.posts.append((operator.username, path, body))
+        if self.post_error is not None:
+            raise self.post_error
+        return {"outcome": "replayed", "applied": True}
+
+
+def _operator(name: str, *grants: Permission) -> Operator:
+    return Operator(name, name.title(), frozenset(grants), ("broker-eu",))
+
+
+OPERATORS = {
+    "alice": _operator("alice", Permission.VIEW, Permission.DEADLETTER_REPLAY),
+    "carol": _operator("carol", Permission.VIEW),
+}
+
+
+class FakePayments:
+    """payment-state and mt5-credit's merchant APIs: one captured deposit of broker-eu."""
+
+    async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None:
+        if merchant_id == "broker-eu" and payment_id == "pay_1":
+            return {"payment_id": "pay_1", "status": "CAPTURED", "amount_minor": 25000, "currency": "USD",
+                    "deposit_reference": "dep_1", "operations": []}  # fmt: skip
+        return None
+
+    async def deposit_intent(self, merchant_id: str, deposit_reference: str) -> dict[str, Any] | None:
+        if merchant_id != "broker-eu" or deposit_reference not in ("dep_1", "dep_uncaptured"):
+            return None
+        credit = {"kind": "credit", "status": "done", "payment_id": "pay_1", "credit_id": 1,
+                  "amount_minor": 25000, "currency": "USD", "deal_ticket": 9, "last_reason": ""}  # fmt: skip
+        return {
+            "deposit_reference": deposit_reference,
+            "customer_id": "cust-1",
+            "mt5_login": 7401,
+            "amount_minor": 25000,
+            "currency": "USD",
+            "credits": [credit] if deposit_reference == "dep_1" else [],
+        }
+
+
+def run(
+    scenario: Callable[[TestClient, FakeStore, FakeApi], Awaitable[None]],
+    post_error: ServiceError | None = None,
+) -> None:
+    settings = load_settings(
+        ConsoleSettings,
+        {
+            "DATABASE_URL": "postgresql://unused",
+            "CONSOLE_RECONCILER_URL": "http://x",
+            "CONSOLE_RECONCILER_TOKEN": "t",
+        },
+    )
+    store = FakeStore(OPERATORS)
+    ledger = FakeApi("ledger", [LETTER], post_error)
+    recon = FakeApi("reconciler", [])
+    console = Console(settings, store, recon, FakePayments(), Health(), ledger=ledger)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        async with TestClient(TestServer(console.app())) as client:
+            await scenario(client, store, ledger)
+
+    asyncio.run(go())
+
+
+def _as(name: str) -> dict[str, str]:
+    return {"Cookie": f"{COOKIE}={name}"}
+
+
+PAGE = "/deadletters/ledger/ledger/7"
+
+
+def test_list_and_letter_pages_show_the_letter_escaped_and_card_safe() -> None:
+    """The list shows each service's letters (topic, partition, offset, error); the letter's page
+    shows them beside the payload; markup from a service is escaped, a card number is redacted
+    (even when a service forgot), and an operator with view only gets no replay form."""
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        listed = await client.get("/deadletters", headers=_as("carol"))
+        text = await listed.text()
+        assert listed.status == 200
+        assert 'href="/deadletters/ledger/ledger/7"' in text and "payments.events / 3 / 41" in text
+        assert "<script>" not in text and "&lt;script&gt;" in text
+        page = await client.get(PAGE, headers=_as("carol"))
+        text = await page.text()
+        assert page.status == 200
+        assert CARD not in text and "[redacted]" in text
+        assert "&lt;b&gt;m&lt;/b&gt;" in text or "\\u003cb\\u003e" in text
+        assert 'id="replay"' not in text and "needs the deadletter_replay permission" in text
+        mine = await client.get(PAGE, headers=_as("alice"))
+        assert 'id="replay"' in await mine.text() and 'id="discard"' in await mine.text()
+        bad = await client.get("/deadletters?service=nowhere", headers=_as("carol"))
+        assert bad.status == 400 and "service must be one of" in await bad.text()
+        missing = await client.get("/deadletters/ledger/ledger/8", headers=_as("carol"))
+        assert missing.status == 404
+
+    run(scenario)
+
+
+def test_replay_needs_the_permission_a_reason_and_the_csrf_token() -> None:
+    """Without deadletter_replay: 403 and an audit entry, nothing sent. Without a reason: the page
+    again with a specific error (400), audited as refused, nothing sent. A stale CSRF token: 403.
+    With all of it: the service is asked once for that operator with the reason, the act audited,
+    and the browser redirected to the letter with a done-message."""
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        form = {"csrf": "csrf-carol", "reason": "fixed"}
+        refused = await client.post(f"{PAGE}/replay", data=form, headers=_as("carol"))
+        assert refused.status == 403 and "deadletter_replay" in await refused.text()
+        assert store.audits[-1][:2] == ("carol", "forbidden") and ledger.posts == []
+
+        empty = await client.post(
+            f"{PAGE}/replay", data={"csrf": "csrf-alice", "reason": " "}, headers=_as("alice")
+        )
+        assert empty.status == 400 and "reason: say why" in await empty.text()
+        assert store.audits[-1][1:] == (
+            "replay_dead_letter",
+            "deadletter:ledger/ledger/7",
+            "reason: say why, 1-500 characters",
+            "refused",
+        )
+        assert ledger.posts == []
+
+        stale = await client.post(
+            f"{PAGE}/discard", data={"csrf": "old", "reason": "x"}, headers=_as("alice")
+        )
+        assert stale.status == 403 and ledger.posts == []
+
+        done = await client.post(
+            f"{PAGE}/replay", data={"csrf": "csrf-alice", "reason": "fixed in 1.2"}, headers=_as("alice"),
+            allow_redirects=False,
+        )  # fmt: skip
+        assert done.status == 303 and done.headers["Location"] == f"{PAGE}?done=dl_replayed"
+        assert ledger.posts == [("alice", "/v1/dead-letters/ledger/7/replay", {"reason": "fixed in 1.2"})]
+        assert store.audits[-1] == (
+            "alice",
+            "replay_dead_letter",
+            "deadletter:ledger/ledger/7",
+            "fixed in 1.2",
+            "ok",
+        )
+        shown = await client.get(f"{PAGE}?done=dl_replayed", headers=_as("alice"))
+        assert "Dead letter replayed" in await shown.text()
+
+    run(scenario)
+
+
+def test_a_service_refusal_is_shown_as_the_service_said_it_and_audited() -> None:
+    """The service answers 409 (already replayed, e.g. by someone else a moment ago): the page says
+    so next to the letter, with that status, and the audit records the refusal and its reason."""
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        answer = await client.post(
+            f"{PAGE}/discard", data={"csrf": "csrf-alice", "reason": "junk"}, headers=_as("alice")
+        )
+        text = await answer.text()
+        assert answer.status == 409
+        assert re.search(r"The ledger refused: this dead letter was already replayed", text)
+        assert store.audits[-1][1] == "discard_dead_letter" and store.audits[-1][4] == "refused"
+
+    run(scenario, ServiceError("ledger", 409, "already_resolved", "this dead letter was already replayed"))
+
+
+def test_a_deposit_is_found_by_its_deposit_reference_under_the_operators_merchants_only() -> None:
+    """A deposit reference finds the payment its credit row names, with the same story as its
+    payment id; a reference before the capture (no credit row names a payment yet) or of another
+    merchant finds nothing and says so; markup in the query is refused with a specific error."""
+    OPERATORS["erin"] = Operator("erin", "Erin", frozenset({Permission.VIEW}), ("another-merchant",))
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        by_ref = await (await client.get("/search?q=dep_1", headers=_as("carol"))).text()
+        by_id = await (await client.get("/search?q=pay_1", headers=_as("carol"))).text()
+        assert "pay_1" in by_ref and "CAPTURED" in by_ref and "250.00 USD" in by_ref
+        assert by_ref.count('class="card story"') == by_id.count('class="card story"') == 1
+        early = await (await client.get("/search?q=dep_uncaptured", headers=_as("carol"))).text()
+        assert "No payment or deposit reference dep_uncaptured" in early
+        other = await (await client.get("/search?q=dep_1", headers=_as("erin"))).text()
+        assert "No payment or deposit reference" in other and "CAPTURED" not in other
+        bad = await (await client.get("/search?q=<b>x</b>", headers=_as("carol"))).text()
+        assert "letters, digits" in bad and "<b>x</b>" not in bad
+
+    try:
+        run(scenario)
+    finally:
+        del OPERATORS["erin"]
