@@ -43,6 +43,8 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from backbone.carddata import find_card_number
+
 TRACE_HEADERS: Final = ("traceparent", "tracestate")
 KNOWN_PAYMENTS_MAX: Final = 10_000  # payment -> trace entries a process keeps for its workers
 BATCH_LINKS_MAX: Final = 32  # a batch span links at most this many of its messages' spans
@@ -135,7 +137,13 @@ def tracer() -> trace.Tracer:
 
 def extract(carrier: Mapping[str, str]) -> Context:
     """The context a request or message carries (``traceparent``/``tracestate``); an empty one if it
-    carries none or a malformed one (then the work starts a new trace)."""
+    carries none or a malformed one (then the work starts a new trace). The card-data guard lets a
+    well-formed ``traceparent`` through (ADR 0012): its 32-hex trace id can never hold a bounded
+    card number, but its 16-hex parent span id can be all digits, and it would be exported as our
+    span's parent; such a one is not continued (about 1 in 20,000 random ids: a new trace)."""
+    parts = (carrier.get("traceparent", "") or "").split("-")
+    if any(find_card_number(part) for part in parts[1:3]):
+        return Context()
     return _PROPAGATOR.extract(carrier)
 
 

@@ -303,3 +303,14 @@ def test_a_traceparent_with_an_all_digit_span_id_is_not_card_data() -> None:
     assert not find_in_text_pairs([("traceparent", honest)])
     assert find_in_text_pairs([("x-note", honest)])
     assert find_in_text_pairs([("traceparent", f"00-{digits}-01")])
+
+
+def test_a_traceparent_whose_span_id_reads_as_a_card_number_is_not_continued() -> None:
+    """The card-data guard lets a well-formed traceparent through whatever its hex ids spell
+    (ADR 0012); one whose parent span id reads as a card number is not continued (a new trace
+    starts), so it is never exported as a span's parent. An ordinary one is continued."""
+    smuggled = "00-4bf92f3577b34da6a3ce929d0e0e4736-4111111111111111-01"
+    assert not trace.get_current_span(tracing.extract({"traceparent": smuggled})).get_span_context().is_valid
+    ordinary = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    context = trace.get_current_span(tracing.extract({"traceparent": ordinary})).get_span_context()
+    assert context.is_valid and f"{context.trace_id:032x}" == "4bf92f3577b34da6a3ce929d0e0e4736"
