@@ -59,6 +59,7 @@ _payment_contexts: ContextVar[Mapping[str, Context] | None] = ContextVar(
 _known: OrderedDict[str, str] = OrderedDict()  # payment_id -> traceparent, read by workers
 _known_lock = threading.Lock()
 _provider: TracerProvider | None = None
+_tracer: tuple[object, trace.Tracer] | None = None  # (the provider it came from, the tracer)
 
 
 # -- setup ----------------------------------------------------------------------------------------
@@ -129,7 +130,13 @@ def configure_tracing(service: str, environ: Mapping[str, str] | None = None) ->
 
 
 def tracer() -> trace.Tracer:
-    return trace.get_tracer("backbone")
+    """The process's tracer, fetched once per tracer provider: ``get_tracer`` builds a new tracer
+    and instrumentation scope on every call, which cost ~5 % of an API's CPU per request."""
+    global _tracer  # noqa: PLW0603 - a cache of the one provider's tracer
+    current = trace.get_tracer_provider()
+    if _tracer is None or _tracer[0] is not current:
+        _tracer = (current, trace.get_tracer("backbone"))
+    return _tracer[1]
 
 
 # -- propagation ------------------------------------------------------------------------------------

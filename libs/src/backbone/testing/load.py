@@ -16,7 +16,9 @@ unit test can check it without a stack.
 
 from __future__ import annotations
 
+import http.client
 import itertools
+import json
 import math
 import threading
 import time
@@ -24,6 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from backbone.testing.system import CREDIT_TOKEN, MERCHANT_TOKEN, System, new_key
 
@@ -60,6 +63,49 @@ class Deposit:
         return not self.error and self.credited_at > 0
 
 
+class KeepAliveHttp:
+    """The broker's HTTP client: one persistent connection per thread and origin, as a pooled client
+    (requests' Session, aiohttp's connector) keeps them, so a request does not pay a TCP connect at
+    the server. JSON in and out, like ``System.http``. A connection that fails or that the server
+    closes is dropped; a failure is raised as ``OSError`` (no answer), so the caller repeats the
+    request with the same Idempotency-Key."""
+
+    def __init__(self, timeout_s: float = 15.0) -> None:
+        self._timeout_s = timeout_s
+        self._local = threading.local()
+
+    def __call__(
+        self, method: str, url: str, body: Any = None, *, token: str | None = None, key: str | None = None
+    ) -> tuple[int, Any]:
+        parts = urlsplit(url)
+        origin = (parts.hostname or "127.0.0.1", parts.port or 80)
+        conns: dict[tuple[str, int], http.client.HTTPConnection] = self._local.__dict__.setdefault(
+            "conns", {}
+        )
+        conn = conns.pop(origin, None) or http.client.HTTPConnection(*origin, timeout=self._timeout_s)
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if key:
+            headers["Idempotency-Key"] = key
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        try:
+            conn.request(method, path, None if body is None else json.dumps(body).encode(), headers)
+            response = conn.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            conn.close()
+            raise OSError(f"{method} {url}: no answer ({type(error).__name__})") from error
+        if response.will_close:
+            conn.close()
+        else:
+            conns[origin] = conn
+        try:
+            return response.status, json.loads(raw) if raw else None
+        except ValueError:
+            return response.status, raw.decode(errors="replace")
+
+
 @dataclass
 class DepositDriver:
     """Drives deposits into a running ``System`` for ``logins`` (opened by ``open_accounts``)."""
@@ -71,9 +117,12 @@ class DepositDriver:
     # status polls back off from 50 ms to this: a benchmark raises it so that its own reads cost the
     # APIs less (the latencies it reports come from the services' records, not from the polls)
     poll_interval_max_s: float = POLL_INTERVAL_MAX_S
+    # persistent connections, as a broker's server keeps them; False: a new connection per request
+    keep_alive: bool = True
     history: list[Deposit] = field(default_factory=list)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _keep_alive_http: KeepAliveHttp = field(default_factory=KeepAliveHttp)
 
     def open_accounts(self) -> None:
         for login in self.logins:
@@ -119,7 +168,8 @@ class DepositDriver:
         key = new_key() if method == "POST" else None
         for attempt in range(CALL_ATTEMPTS_MAX):
             try:
-                status, reply = self.system.http(method, url, body, token=token, key=key)
+                send = self._keep_alive_http if self.keep_alive else self.system.http
+                status, reply = send(method, url, body, token=token, key=key)
             except OSError:  # no answer (timeout, reset): the same key again
                 status, reply = 0, None
             if status in (200, 201, 202):
