@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from backbone import logs
 from backbone.logs import configure_logging, get_logger
+from hypothesis import given
+from hypothesis import strategies as st
 
 _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
@@ -27,10 +29,12 @@ def _restore_logging() -> Iterator[None]:
     """configure_logging changes process-wide state: put it back after each test."""
     root = logging.getLogger()
     handlers, level, service = list(root.handlers), root.level, logs._service_name
+    switches = (logging._srcfile, logging.logThreads, logging.logProcesses, logging.logMultiprocessing)
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
     logs._service_name = service
+    logging._srcfile, logging.logThreads, logging.logProcesses, logging.logMultiprocessing = switches
 
 
 def _lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
@@ -183,3 +187,36 @@ def test_card_numbers_are_redacted_from_every_part_of_a_line(capsys: pytest.Capt
     assert nested["doc"] == {"a": [{"b": "[redacted]"}], "[redacted]": 1} and nested["number"] == "[redacted]"
     assert named["cvv"] == "[redacted]" and named["card_number"] == "[redacted]"
     assert "bad value [redacted]" in failed["exc"]
+
+
+_CARD_ISH = st.sampled_from(
+    ["4242424242424242", "4242 4242 4242 4242", "5555-5555-5555-4444", "378282246310005", "42424242"]
+)
+_TEXT = st.one_of(st.text(alphabet="0123456789 -ab\n", max_size=30), _CARD_ISH)
+_NAMES = st.one_of(st.sampled_from(["cvv", "card_number", "pan", "amount_minor", "note"]), _TEXT)
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), _TEXT)
+_PAYLOADS = st.dictionaries(
+    _NAMES,
+    st.recursive(
+        _LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_NAMES, inner, max_size=3)
+    ),
+    max_size=5,
+)
+
+
+@given(_PAYLOADS)
+def test_the_one_scan_never_lets_through_what_the_field_scrub_would_change(payload: dict[str, Any]) -> None:
+    """The formatter skips the field-by-field scrub when one scan of every text finds no card data:
+    for any payload (card numbers with spaces or dashes, in keys, values, lists, at depth, card-data
+    field names, numbers), whenever that scan says "nothing", the scrub changes nothing either."""
+    if not logs._carries_card_data(payload):
+        assert json.dumps(logs._scrub(payload), default=str) == json.dumps(payload, default=str)
+
+
+def test_a_card_number_in_a_list_is_still_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    """With the one scan in front, a card number inside a list is still redacted on the line, and
+    the fields around it (digits that only together look like one) are written as they are."""
+    configure_logging("svc")
+    get_logger("t").info("e", a="4242 4242", b="4242 4242", c=["x 4242424242424242 y"])
+    (line,) = _lines(capsys)
+    assert (line["a"], line["b"], line["c"]) == ("4242 4242", "4242 4242", [f"x {logs.REDACTED} y"])
