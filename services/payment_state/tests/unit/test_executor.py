@@ -10,14 +10,15 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from payment_state.adapters.memory_psp import MemoryPsp
 from payment_state.adapters.memory_store import InMemoryPaymentStore
 from payment_state.application.context import Context
 from payment_state.application.executor import ExecutorConfig, OperationExecutor, build_call
 from payment_state.application.handlers import handle
-from payment_state.application.ports import Lookup
+from payment_state.application.ports import CallResult, Lookup, ProviderCall
 from payment_state.domain.commands import CreatePaymentRequest
 from payment_state.domain.model import CaptureMethod, Operation, OperationStatus, PaymentState, PaymentStatus
 from payment_state.domain.recovery import RecoveryPolicy
@@ -110,6 +111,45 @@ def test_a_due_operation_is_called_once_and_its_answer_applied_with_its_event() 
     assert [(f.source, f.outcome) for f in store.facts] == [("response", "applied")]
     store.advance(LEASE_MS + 1)
     assert ex.run_once() == 0 and len(psp.calls) == 1
+
+
+class WatchingPsp(CountingPsp):
+    """The in-memory PSP, noting what the store held for the operation when the call arrived."""
+
+    def __init__(self, store: InMemoryPaymentStore) -> None:
+        super().__init__()
+        self.store = store
+        self.seen: list[tuple[bool, int]] = []
+
+    def execute(self, call: ProviderCall) -> CallResult:
+        self.seen.append(
+            (_op(self.store, call.payment_id).call_in_flight, _op(self.store, call.payment_id).attempts)
+        )
+        return super().execute(call)
+
+
+def test_a_first_call_is_marked_in_flight_in_the_claims_transaction() -> None:
+    """A never-sent operation costs two transactions, not four: the claim (which also reads it and
+    marks its call in flight) and the answer. The mark is committed before the provider is asked
+    (a worker dying in the call leaves it to be looked up, never sent blindly again)."""
+    store = InMemoryPaymentStore()
+    psp = WatchingPsp(store)
+    ex = _executor(store, psp)
+    payment_id = _create(store)
+    opened = Counter[str]()
+    real = store.transaction
+
+    @contextmanager
+    def counted() -> Iterator[InMemoryPaymentStore]:
+        opened["tx"] += 1
+        with real() as s:
+            yield s
+
+    ex._transaction = counted
+    assert ex.run_once() == 1
+    assert psp.seen == [(True, 1)]
+    assert opened["tx"] == 2
+    assert _state(store, payment_id).payment.status == PaymentStatus.AUTHORIZED
 
 
 def test_a_live_lease_keeps_another_executor_away_until_it_expires() -> None:

@@ -104,6 +104,15 @@ def build_call(state: PaymentState, op: Operation) -> ProviderCall:
             raise AssertionError(f"unexpected operation type {op.operation_type}")
 
 
+@dataclass(frozen=True)
+class _Started:
+    """A claimed operation whose call was marked in flight in the claim's transaction."""
+
+    state: PaymentState
+    op: Operation
+    call: ProviderCall
+
+
 def _provider_id_known(state: PaymentState, op: Operation) -> bool:
     """Whether the provider's id of what ``op`` creates is known (then a retrieve is exact)."""
     if op.operation_type == OperationType.AUTHORIZE:
@@ -129,11 +138,17 @@ class OperationExecutor:
         self._threads.shutdown(wait=True)
 
     def run_once(self) -> int:
-        """Claim one batch and process it; returns how many operations were claimed."""
+        """Claim one batch and process it; returns how many operations were claimed.
+
+        An operation that is to be sent now (``plan`` says ``Call``: never sent, nothing in flight)
+        is read and marked in flight in the claim's own transaction, so that its provider call
+        follows the commit at once: one transaction for the batch instead of two more per call.
+        The mark is committed before any call is made, as ``_call`` does on its own."""
         with self._transaction() as store:
             claimed = store.claim_due(self._c.worker_id, self._c.batch_size_max, self._c.lease_ms)
-        if claimed:
-            for _ in self._threads.map(self._process_safely, claimed):
+            work = [self._prepare(store, op) for op in claimed]
+        if work:
+            for _ in self._threads.map(self._process_safely, work):
                 pass
         return len(claimed)
 
@@ -146,12 +161,37 @@ class OperationExecutor:
 
     # -- one operation ---------------------------------------------------------------------------
 
-    def _process_safely(self, claimed: Operation) -> None:
+    def _prepare(self, store: PaymentStore, claimed: Operation) -> Operation | _Started:
+        """In the claim's transaction: an operation to be sent now, with its payment read and the
+        call marked in flight (``_Started``); any other stays as claimed, for ``process``. A defect
+        in one operation (its call cannot be built) leaves it to ``process`` too, where it is logged
+        and its claim expires; it never rolls back the batch's claim."""
+        if not isinstance(plan(claimed), Call) or self._psps.get(claimed.provider) is None:
+            return claimed
+        try:
+            state = store.load_state(claimed.payment_id)
+            op = None if state is None else state.operation(claimed.operation_id)
+            call = None if state is None or op is None else build_call(state, op)
+        except Exception as exc:
+            if is_infrastructure_error(exc):
+                raise
+            return claimed
+        if state is None or op is None or call is None or not isinstance(plan(op), Call):
+            return claimed
+        if not store.start_call(op.operation_id, self._c.worker_id):
+            return claimed
+        return _Started(state, op, call)
+
+    def _process_safely(self, work: Operation | _Started) -> None:
+        claimed = work.op if isinstance(work, _Started) else work
         operation_id, payment_id = claimed.operation_id, claimed.payment_id
         try:
             # In the payment's stored trace: the PSP call's span is the deposit's (ADR 0012).
             with tracing.for_payment(payment_id, f"payment_state.execute {claimed.operation_type.value}"):
-                self.process(operation_id, payment_id)
+                if isinstance(work, _Started):
+                    self._send(work.state, work.op, work.call)
+                else:
+                    self.process(operation_id, payment_id)
         except Exception as exc:
             # The claim expires after the lease and the operation is taken again; a worker that
             # died mid-call is detected then (call_in_flight), so nothing is assumed here.
@@ -193,6 +233,13 @@ class OperationExecutor:
         with self._transaction() as store:
             if not store.start_call(op.operation_id, self._c.worker_id):
                 return  # the claim expired and someone else has the operation now
+        self._send(state, op, call)
+
+    def _send(self, state: PaymentState, op: Operation, call: ProviderCall) -> None:
+        """The provider call itself, its call already marked in flight and committed."""
+        psp = self._psps.get(op.provider)
+        invariant(psp is not None, f"a call marked in flight for an unconfigured provider {op.provider}")
+        assert psp is not None
         result = psp.execute(call)
         metrics.PROVIDER_CALLS.labels(f"call_{op.operation_type}", type(result).__name__).inc()
         self._record_call_result(state.payment.payment_id, op, result)
