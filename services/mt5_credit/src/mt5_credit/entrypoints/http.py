@@ -419,14 +419,23 @@ def _intent_json(fields: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_INTENT_VIEW = """SELECT i.deposit_reference, i.customer_id, i.mt5_login, i.amount_minor, i.currency,
+    c.id, c.kind, c.status, c.mt5_login, c.amount_minor, c.currency, c.payment_amount_minor,
+    c.payment_currency, c.fx_rate::text, c.mt5_deal_ticket, c.attempts, c.debit_reason,
+    c.original_credit_id, c.needs_person, c.last_reason, c.payment_id
+  FROM deposit_intents i LEFT JOIN mt5_credits c ON c.deposit_reference = i.deposit_reference
+  WHERE i.deposit_reference = %s AND i.merchant_id = %s ORDER BY c.id"""
+
+
 def _intent_view(store: PgCreditStore, ref: str, merchant: str) -> dict[str, Any] | None:
-    conn = store.conn
-    intent = store.load_intent(ref)
-    if intent is None or intent.merchant_id != merchant:
+    """The intent and its credit rows in one statement: the broker polls this until its credit is
+    done, so each poll is one round trip (another merchant's intent reads as none)."""
+    rows = store.conn.execute(_INTENT_VIEW, (ref, merchant)).fetchall()
+    if not rows:
         return None
-    rows = conn.execute(f"{_CREDIT_VIEW} WHERE c.deposit_reference = %s ORDER BY c.id", (ref,)).fetchall()
-    view = _intent_json(intent.__dict__)
-    view["credits"] = [dict(zip(_CREDIT_FIELDS, row, strict=True)) for row in rows]
+    intent_fields = ("deposit_reference", "customer_id", "mt5_login", "amount_minor", "currency")
+    view: dict[str, Any] = dict(zip(intent_fields, rows[0][:5], strict=True))
+    view["credits"] = [dict(zip(_CREDIT_FIELDS, row[5:], strict=True)) for row in rows if row[5] is not None]
     return view
 
 
