@@ -30,10 +30,10 @@ from backbone.logs import configure_logging, get_logger
 from backbone.money import currency_exponent
 from backbone.outage import Dependency
 from backbone.outbox.writer import OutboxWriter
-from backbone.postgres import make_pool
+from backbone.postgres import make_async_pool, make_pool
 from backbone.settings import load_settings_or_exit
 from backbone.tokens import Tokens
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from mt5_credit import bootstrap
 from mt5_credit.adapters.mt5 import GatewayMt5
@@ -77,9 +77,13 @@ class Api:
         *,
         mt5: TradeStatePort | None = None,
         outbox: OutboxWriter | None = None,
+        reads: AsyncConnectionPool | None = None,
     ) -> None:
         self._settings = settings
         self._pool = pool
+        # The broker's polls of its deposit (``GET /deposit-intents/{ref}``) read on the event loop:
+        # a thread hop per poll cost about a fifth of this API's CPU (measured 2026-12-06).
+        self._reads = reads
         self._health = health
         self._database = database
         self._rates = bootstrap.rates(settings.fx_rates)
@@ -224,7 +228,12 @@ class Api:
         ref = request.match_info["ref"]
         if not _ID_RE.match(ref):
             return _error(404, "not_found", "no such deposit intent")
-        found = await asyncio.to_thread(self._with_conn, lambda store: _intent_view(store, ref, merchant))
+        if self._reads is not None:
+            async with self._reads.connection() as conn:
+                cursor = await conn.execute(_INTENT_VIEW, (ref, merchant))
+                found = _intent_view_of(await cursor.fetchall())
+        else:
+            found = await asyncio.to_thread(self._with_conn, lambda store: _intent_view(store, ref, merchant))
         if found is None:
             return _error(404, "not_found", "no such deposit intent")
         return web.json_response(found)
@@ -430,7 +439,10 @@ _INTENT_VIEW = """SELECT i.deposit_reference, i.customer_id, i.mt5_login, i.amou
 def _intent_view(store: PgCreditStore, ref: str, merchant: str) -> dict[str, Any] | None:
     """The intent and its credit rows in one statement: the broker polls this until its credit is
     done, so each poll is one round trip (another merchant's intent reads as none)."""
-    rows = store.conn.execute(_INTENT_VIEW, (ref, merchant)).fetchall()
+    return _intent_view_of(store.conn.execute(_INTENT_VIEW, (ref, merchant)).fetchall())
+
+
+def _intent_view_of(rows: list[Any]) -> dict[str, Any] | None:
     if not rows:
         return None
     intent_fields = ("deposit_reference", "customer_id", "mt5_login", "amount_minor", "currency")
@@ -518,8 +530,22 @@ def main() -> None:
         autocommit=True,
         timeout_s=POOL_TIMEOUT_S,
     )
+    reads = make_async_pool(
+        settings.database_url.reveal(),
+        size_min=2,
+        size_max=2,
+        name="mt5_credit-api-reads",
+        autocommit=True,
+        timeout_s=POOL_TIMEOUT_S,
+    )
     mt5 = GatewayMt5.from_settings()
-    app = Api(settings, pool, health, database, mt5=mt5, outbox=bootstrap.outbox_writer()).app()
+    app = Api(settings, pool, health, database, mt5=mt5, outbox=bootstrap.outbox_writer(), reads=reads).app()
+
+    async def open_reads(_: web.Application) -> None:
+        await reads.open(wait=False)  # fills in the background; a poll waits at most POOL_TIMEOUT_S
+
+    app.on_startup.append(open_reads)
+    app.on_cleanup.append(lambda _: reads.close())
     app.on_cleanup.append(lambda _: asyncio.to_thread(mt5.close))
     watch(app, health, _probe(pool), database)
     app.on_cleanup.append(lambda _: asyncio.to_thread(pool.close))
