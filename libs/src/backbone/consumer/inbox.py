@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Final
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from backbone.ids import new_event_id
+from backbone.invariants import invariant
 from backbone.outbox.writer import write_raw
 
 ERROR_TEXT_MAX: Final = 2000
@@ -41,23 +43,50 @@ def mark_in_flight(
     """Record the offsets about to be applied, committed on its own before the batch.
 
     ``synchronous_commit = off``: the marker must survive *our* process dying (the server keeps
-    it), not the server's machine failing; an asynchronous commit costs no fsync.
+    it), not the server's machine failing; an asynchronous commit costs no fsync. One statement
+    in autocommit: ``set_config(..., true)`` sets it for that statement's own transaction only (one
+    round trip instead of BEGIN, SET LOCAL, INSERT, COMMIT); never inside an open transaction,
+    whose commit it would make asynchronous too.
     """
     if not ranges:
         return
+    invariant(
+        conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE,
+        "the in-flight marker commits on its own, outside any transaction",
+    )
     topics, partitions, firsts, lasts = zip(
         *((t, p, f, last) for (t, p), (f, last) in ranges.items()), strict=True
     )
-    with conn.transaction():
-        conn.execute("SET LOCAL synchronous_commit = off")
-        conn.execute(
-            "INSERT INTO consumer_in_flight (consumer, topic, kafka_partition, first_offset, last_offset)"
-            " SELECT %s, * FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[])"
-            " ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE"
-            " SET first_offset = EXCLUDED.first_offset,"
-            " last_offset = EXCLUDED.last_offset, started_at = now()",
-            (consumer, list(topics), list(partitions), list(firsts), list(lasts)),
-        )
+    conn.execute(
+        "WITH asynchronous AS (SELECT set_config('synchronous_commit', 'off', true))"
+        " INSERT INTO consumer_in_flight (consumer, topic, kafka_partition, first_offset, last_offset)"
+        " SELECT %s, m.* FROM asynchronous,"
+        " unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[]) AS m"
+        " ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE"
+        " SET first_offset = EXCLUDED.first_offset,"
+        " last_offset = EXCLUDED.last_offset, started_at = now()",
+        (consumer, list(topics), list(partitions), list(firsts), list(lasts)),
+    )
+
+
+def claim_events_clearing(
+    conn: psycopg.Connection, consumer: str, event_ids: Sequence[str], tps: set[TopicPartitionKey]
+) -> set[str]:
+    """``claim_events`` and ``clear_in_flight`` in one statement, inside the batch transaction: the
+    markers go with the batch's commit whichever statement of it deletes them (a data-modifying
+    ``WITH`` runs whether or not its result is read)."""
+    if not event_ids or not tps:
+        clear_in_flight(conn, consumer, tps)
+        return claim_events(conn, consumer, event_ids)
+    topics, partitions = zip(*tps, strict=True)
+    rows = conn.execute(
+        "WITH cleared AS (DELETE FROM consumer_in_flight WHERE consumer = %s AND (topic, kafka_partition)"
+        " IN (SELECT * FROM unnest(%s::text[], %s::int[])))"
+        " INSERT INTO processed_events (consumer, event_id)"
+        " SELECT %s, x FROM unnest(%s::uuid[]) AS x ON CONFLICT DO NOTHING RETURNING event_id",
+        (consumer, list(topics), list(partitions), consumer, sorted(set(event_ids))),
+    ).fetchall()
+    return {str(row[0]) for row in rows}
 
 
 def clear_in_flight(conn: psycopg.Connection, consumer: str, tps: set[TopicPartitionKey]) -> None:

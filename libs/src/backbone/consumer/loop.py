@@ -48,6 +48,7 @@ from backbone.consumer.inbox import (
     DeadLetter,
     TopicPartitionKey,
     claim_events,
+    claim_events_clearing,
     clear_attempts,
     clear_in_flight,
     insert_dead_letter,
@@ -298,7 +299,8 @@ class IdempotentConsumer:
         mark_in_flight(conn, self._name, ranges)
         inbound = first_occurrences([i.inbound for i in items if i.inbound is not None])
         with conn.transaction():
-            fresh_ids = claim_events(conn, self._name, [e.event_id for e in inbound])
+            # The markers are cleared by the batch's commit (the first statement of it deletes them).
+            fresh_ids = claim_events_clearing(conn, self._name, [e.event_id for e in inbound], set(ranges))
             fresh = [e for e in inbound if e.event_id in fresh_ids]
             if fresh:
                 with tracing.consuming(conn, self._name, _traced(self._name, fresh)):
@@ -306,7 +308,6 @@ class IdempotentConsumer:
             letters = [i.letter for i in items if i.letter is not None]
             for letter in letters:
                 self._dead_letter(conn, letter)
-            clear_in_flight(conn, self._name, set(ranges))
             failpoints.hit("consumer.before_db_commit")  # tests: a kill here commits nothing
         failpoints.hit("consumer.after_db_commit")
         self._count(applied=len(fresh), duplicate=len(items) - len(fresh) - len(letters), dead=len(letters))
