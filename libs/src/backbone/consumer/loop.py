@@ -148,6 +148,7 @@ class IdempotentConsumer:
             max_poll_interval_ms=settings.max_poll_interval_ms,
             instance_id=settings.instance_id,
             statistics_interval_ms=STATISTICS_INTERVAL_MS,
+            fetch_wait_max_ms=settings.fetch_wait_max_ms,
         )
         config["error_cb"] = self._on_kafka_error
         config["stats_cb"] = self._on_statistics

@@ -16,6 +16,9 @@ class ConsumerSettings:
     batch_size_max: int = setting("CONSUMER_BATCH_SIZE_MAX", 500)
     poll_timeout_ms: int = setting("CONSUMER_POLL_TIMEOUT_MS", 500, doc="wait for the first message")
     batch_linger_ms: int = setting("CONSUMER_BATCH_LINGER_MS", 10, doc="extra wait to fill a batch")
+    fetch_wait_max_ms: int = setting(
+        "CONSUMER_FETCH_WAIT_MAX_MS", 500, doc="the broker's hold of an empty fetch (idle polling only)"
+    )
     max_attempts: int = setting("CONSUMER_MAX_ATTEMPTS", 5, doc="failures before a message is dead-lettered")
     retry_backoff_ms: int = setting("CONSUMER_RETRY_BACKOFF_MS", 500, doc="pause before retrying a failure")
     session_timeout_ms: int = setting("CONSUMER_SESSION_TIMEOUT_MS", 10_000)

@@ -92,6 +92,7 @@ def consumer_config(
     max_poll_interval_ms: int,
     instance_id: str | None = None,
     statistics_interval_ms: int = 0,
+    fetch_wait_max_ms: int = 500,
 ) -> dict[str, Any]:
     """An at-least-once consumer whose offsets move only after the database commit.
 
@@ -122,7 +123,11 @@ def consumer_config(
         # Never read what a (future) transactional producer aborted.
         "isolation.level": "read_committed",
         "enable.partition.eof": False,
-        "fetch.wait.max.ms": 50,
+        # How long the broker holds a fetch that finds nothing new. It answers as soon as any message
+        # arrives (fetch.min.bytes is 1), so this bounds only the idle polling: each consumer asks
+        # 1000 / fetch_wait_max_ms times a second per broker while nothing happens (at 50 ms, three
+        # idle consumers cost the broker ~60 fetch requests a second).
+        "fetch.wait.max.ms": fetch_wait_max_ms,
         "socket.keepalive.enable": True,
         "reconnect.backoff.max.ms": 5_000,
         "logger": kafka_logger(),
