@@ -31,7 +31,7 @@ import psycopg
 from backbone.testing.load import DepositDriver, run_closed_loop
 from backbone.testing.stack import discover
 from backbone.testing.system import System
-from bench_e2e import Roots, cpu_sample, has_statements, totals
+from bench_e2e import Roots, cpu_sample, has_statements, product_polling, totals
 
 DEPOSITS = int(os.environ.get("PROFILE_DEPOSITS", "600"))
 CONCURRENCY = int(os.environ.get("PROFILE_CONCURRENCY", "64"))
@@ -41,6 +41,8 @@ TOP = int(os.environ.get("PROFILE_TOP", "12"))
 PARTITIONS = int(os.environ.get("PROFILE_PARTITIONS", "3"))
 IDLE_S = float(os.environ.get("PROFILE_IDLE_S", "10"))
 KEEP_ALIVE = os.environ.get("PROFILE_KEEP_ALIVE", "1") == "1"  # the client's persistent connections
+TIMINGS = os.environ.get("PROFILE_TIMINGS", "product")  # as bench-e2e's BENCH_E2E_TIMINGS
+POLL_MAX_S = float(os.environ.get("PROFILE_POLL_MAX_S", "1.0"))  # as bench-e2e's
 SECONDS_MAX = 600  # py-spy's recording is bounded; the phase must end before it
 
 
@@ -145,9 +147,12 @@ def main() -> int:
         )
         return 1
     workdir = Path(mkdtemp(prefix="profile-e2e-"))
-    with System(stack, workdir, partitions=PARTITIONS).start() as system:
+    extra_env = product_polling() if TIMINGS == "product" else {}
+    with System(stack, workdir, partitions=PARTITIONS, extra_env=extra_env).start() as system:
         roots = Roots.of(system)
-        driver = DepositDriver(system, [910_000 + i for i in range(50)], keep_alive=KEEP_ALIVE)
+        driver = DepositDriver(
+            system, [910_000 + i for i in range(50)], poll_interval_max_s=POLL_MAX_S, keep_alive=KEEP_ALIVE
+        )
         driver.open_accounts()
         run_closed_loop(driver, WARMUP, min(WARMUP, CONCURRENCY))
         spies: dict[str, Path] = {}
