@@ -1,7 +1,8 @@
 """make profile-e2e: where one card deposit's CPU and SQL go, process by process (issue 17 item 3).
 
 A tool for guiding work on the cost per deposit, never a test and not a benchmark of record (that
-is ``make bench-e2e``). It starts the whole product with the harness exactly as bench-e2e does,
+is ``make bench-e2e``). It starts the whole product with the harness exactly as bench-e2e does (the
+product's idle polling, the client's persistent connections, status polls backing off to 1 s),
 warms up, then runs PROFILE_DEPOSITS (600) deposits closed-loop at PROFILE_CONCURRENCY (64) while
 
 - ``py-spy record`` samples every Python process of the product (both simulators included) at
