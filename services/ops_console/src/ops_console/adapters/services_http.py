@@ -1,7 +1,8 @@
 """The services' HTTP APIs (aiohttp client, one session per console process, bounded timeouts).
-The reconciler is called with the console's token acting for the operator (``X-Operator`` and the
-operator's reconciler permissions, ``backbone.tokens``); payment-state with the merchant's own
-token, so a merchant the operator may not see is not even asked."""
+The operator APIs are called with the console's token acting for the operator (``X-Operator``, the
+operator's permissions at that service and their merchants, ``backbone.tokens``); payment-state's
+and mt5-credit's merchant APIs with the merchant's own token, so a merchant the operator may not
+see is not even asked."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 from typing import Any
 
 import aiohttp
-from backbone.tokens import OPERATOR_HEADER, OPERATOR_PERMISSIONS_HEADER
+from backbone.tokens import OPERATOR_HEADER, OPERATOR_MERCHANTS_HEADER, OPERATOR_PERMISSIONS_HEADER
 
 from ops_console.application.ports import ServiceError
 from ops_console.domain import permissions
@@ -88,6 +89,7 @@ class OperatorClient(_Client):
             "Authorization": f"Bearer {self._token}",
             OPERATOR_HEADER: operator.username,
             OPERATOR_PERMISSIONS_HEADER: permissions.at_service(operator.permissions, self._mapping),
+            OPERATOR_MERCHANTS_HEADER: ",".join(operator.merchants),
         }
 
     async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any:
