@@ -67,13 +67,25 @@ class FakeStore:
 
 
 class FakeApi:
-    """A service's dead-letter API: answers from ``letters``; a POST answers ``post_answer``."""
+    """A service's operator API: dead letters from ``letters``, other reads from ``reads`` (path →
+    answer); a POST answers ``post_error`` or a replay's outcome. Every read is recorded."""
 
-    def __init__(self, name: str, letters: list[dict[str, Any]], post_error: ServiceError | None = None):
-        self.name, self.letters, self.post_error = name, letters, post_error
+    def __init__(
+        self,
+        name: str,
+        letters: list[dict[str, Any]],
+        post_error: ServiceError | None = None,
+        reads: dict[str, Any] | None = None,
+    ):
+        self.name, self.letters, self.post_error, self.reads = name, letters, post_error, reads or {}
         self.posts: list[tuple[str, str, dict[str, Any]]] = []
+        self.gets: list[tuple[str, str, dict[str, str]]] = []
 
     async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any:
+        self.gets.append((operator.username, path, dict(query or {})))
+        if path in self.reads:
+            answer = self.reads[path]
+            return answer(operator, query or {}) if callable(answer) else answer
         if path == "/v1/dead-letters":
             return {"dead_letters": self.letters}
         for letter in self.letters:
@@ -98,14 +110,25 @@ OPERATORS = {
 }
 
 
+PAYMENT: dict[str, Any] = {
+    "payment_id": "pay_1", "status": "CAPTURED", "amount_minor": 25000, "currency": "USD",
+    "deposit_reference": "dep_1", "provider": "simpsp", "provider_payment_id": "pi_1", "operations": [],
+}  # fmt: skip
+
+
 class FakePayments:
     """payment-state and mt5-credit's merchant APIs: one captured deposit of broker-eu."""
 
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
     async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None:
-        if merchant_id == "broker-eu" and payment_id == "pay_1":
-            return {"payment_id": "pay_1", "status": "CAPTURED", "amount_minor": 25000, "currency": "USD",
-                    "deposit_reference": "dep_1", "operations": []}  # fmt: skip
-        return None
+        self.asked.append((merchant_id, payment_id))
+        return dict(PAYMENT) if merchant_id == "broker-eu" and payment_id == "pay_1" else None
+
+    async def payments_by_psp_reference(self, merchant_id: str, reference: str) -> list[dict[str, Any]]:
+        self.asked.append((merchant_id, reference))
+        return [dict(PAYMENT)] if merchant_id == "broker-eu" and reference == "pi_1" else []
 
     async def deposit_intent(self, merchant_id: str, deposit_reference: str) -> dict[str, Any] | None:
         if merchant_id != "broker-eu" or deposit_reference not in ("dep_1", "dep_uncaptured"):
@@ -122,9 +145,22 @@ class FakePayments:
         }
 
 
+def _login_deposits(operator: Operator, query: dict[str, str]) -> dict[str, Any]:
+    """mt5-credit's deposits on login 7401: one captured (pay_1), one not yet; broker-eu's only."""
+    if query.get("mt5_login") != "7401" or "broker-eu" not in operator.merchants:
+        return {"mt5_login": int(query.get("mt5_login", "0")), "deposits": []}
+    waiting = {"deposit_reference": "dep_uncaptured", "merchant_id": "broker-eu", "customer_id": "cust-1",
+               "mt5_login": 7401, "amount_minor": 1000, "currency": "USD",
+               "created_at": "2026-12-02T10:00:00+00:00", "credits": []}  # fmt: skip
+    credited = {**waiting, "deposit_reference": "dep_1", "amount_minor": 25000,
+                "credits": [{"kind": "credit", "status": "done", "payment_id": "pay_1"}]}  # fmt: skip
+    return {"mt5_login": 7401, "deposits": [waiting, credited]}
+
+
 def run(
     scenario: Callable[[TestClient, FakeStore, FakeApi], Awaitable[None]],
     post_error: ServiceError | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> None:
     settings = load_settings(
         ConsoleSettings,
@@ -135,9 +171,11 @@ def run(
         },
     )
     store = FakeStore(OPERATORS)
-    ledger = FakeApi("ledger", [LETTER], post_error)
+    ledger = FakeApi("ledger", [LETTER], post_error, {"/v1/journals": {"journals": []}})
     recon = FakeApi("reconciler", [])
-    console = Console(settings, store, recon, FakePayments(), Health(), ledger=ledger)  # type: ignore[arg-type]
+    credit = FakeApi("mt5-credit", [], reads={"/v1/deposits": _login_deposits})
+    parts = {"credit": credit, "ledger": ledger, **(extra or {})}
+    console = Console(settings, store, recon, FakePayments(), Health(), **parts)  # type: ignore[arg-type]
 
     async def go() -> None:
         async with TestClient(TestServer(console.app())) as client:
@@ -256,13 +294,48 @@ def test_a_deposit_is_found_by_its_deposit_reference_under_the_operators_merchan
         assert "pay_1" in by_ref and "CAPTURED" in by_ref and "250.00 USD" in by_ref
         assert by_ref.count('class="card story"') == by_id.count('class="card story"') == 1
         early = await (await client.get("/search?q=dep_uncaptured", headers=_as("carol"))).text()
-        assert "No payment or deposit reference dep_uncaptured" in early
+        assert "No deposit named dep_uncaptured under your merchants (broker-eu)" in early
         other = await (await client.get("/search?q=dep_1", headers=_as("erin"))).text()
-        assert "No payment or deposit reference" in other and "CAPTURED" not in other
-        bad = await (await client.get("/search?q=<b>x</b>", headers=_as("carol"))).text()
-        assert "letters, digits" in bad and "<b>x</b>" not in bad
+        assert "No deposit named dep_1" in other and "CAPTURED" not in other
+        bad = await client.get("/search?q=<b>x</b>", headers=_as("carol"))
+        assert bad.status == 400
+        assert "letters, digits" in await bad.text() and "<b>x</b>" not in await bad.text()
 
     try:
         run(scenario)
+    finally:
+        del OPERATORS["erin"]
+
+
+def test_a_deposit_is_found_by_its_psp_reference_and_a_login_by_its_deposits() -> None:
+    """The PSP's payment id (pi_…) finds the payment of the operator's merchant (payment-state asked
+    with that merchant's token only); an MT5 login lists its deposits: the captured one with its
+    story, the one not captured yet in its own table; mt5-credit is asked for the operator with
+    their merchants; another merchant's operator finds neither; a login too big for MT5 is refused
+    with a reason and nothing is asked."""
+    OPERATORS["erin"] = Operator("erin", "Erin", frozenset({Permission.VIEW}), ("another-merchant",))
+    credit = FakeApi("mt5-credit", [], reads={"/v1/deposits": _login_deposits})
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        by_pi = await client.get("/search?q=pi_1", headers=_as("carol"))
+        text = await by_pi.text()
+        assert by_pi.status == 200 and text.count('class="card story"') == 1 and "pay_1" in text
+        by_login = await (await client.get("/search?q=7401", headers=_as("carol"))).text()
+        assert by_login.count('class="card story"') == 1 and "pay_1" in by_login
+        waiting = by_login.split('id="waiting"')[1].split("</section>")[0]
+        assert "dep_uncaptured" in waiting and "10.00 USD" in waiting and "pay_1" not in waiting
+        assert credit.gets == [("carol", "/v1/deposits", {"mt5_login": "7401", "limit": "10"})]
+        nothing = await (await client.get("/search?q=7401", headers=_as("erin"))).text()
+        assert "No deposit on MT5 login 7401 under your merchants (another-merchant)" in nothing
+        assert "pay_1" not in nothing
+        other = await (await client.get("/search?q=pi_1", headers=_as("erin"))).text()
+        assert "No deposit named pi_1" in other and "CAPTURED" not in other
+        asked = len(credit.gets)
+        too_big = await client.get(f"/search?q={2**63}", headers=_as("carol"))
+        assert too_big.status == 400 and "An MT5 login is at most" in await too_big.text()
+        assert len(credit.gets) == asked
+
+    try:
+        run(scenario, extra={"credit": credit})
     finally:
         del OPERATORS["erin"]

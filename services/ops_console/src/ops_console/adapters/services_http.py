@@ -136,6 +136,16 @@ class PaymentsClient(_Client):
         payment = found.get("payment") if isinstance(found, dict) else None  # {"payment": {...}}
         return payment if isinstance(payment, dict) else None
 
+    async def payments_by_psp_reference(self, merchant_id: str, reference: str) -> list[dict[str, Any]]:
+        token = self._tokens.get(merchant_id)
+        if token is None:
+            return []
+        url = f"{self._base}/payments"
+        query = {"provider_payment_id": reference}
+        found = await self._call("payment-state", "GET", url, _bearer(token), params=query)
+        payments = found.get("payments") if isinstance(found, dict) else None  # {"payments": [...]}
+        return [p for p in payments if isinstance(p, dict)] if isinstance(payments, list) else []
+
 
 def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}

@@ -10,7 +10,7 @@ Templates autoescape everything; forms' bad values are shown back with the reaso
 nothing; a service's refusal is shown as the service said it.
 
     GET  /login, POST /login, POST /logout
-    GET  /search?q=<payment id>                                  view
+    GET  /search?q=<payment id|deposit reference|PSP reference|MT5 login>   view
     GET  /cases?status=&date=&class=                             view
     GET  /cases/{id}                                             view
     POST /cases/{id}/acknowledge   note                          case_work
@@ -49,9 +49,10 @@ from backbone.outage import Dependency
 from backbone.postgres import is_infrastructure_error
 
 from ops_console.adapters.pg_store import PgConsoleStore
-from ops_console.application import auth
+from ops_console.application import auth, deposits
 from ops_console.application.ports import OperatorApi, Payments, ServiceError, Session
 from ops_console.domain import display
+from ops_console.domain import search as search_query
 from ops_console.domain.permissions import Permission
 from ops_console.settings import SERVICE_NAME, ConsoleSettings
 
@@ -68,7 +69,6 @@ CASE_STATUSES: Final = ("open", "acknowledged", "resolved")
 # layer 1 (ADR 0006): what a service's resolver could not settle (UNKNOWN operations and credits)
 UNKNOWN_CLASSES: Final = ("stale_operation", "stale_mt5_operation", "needs_attention")
 ID_RE: Final = re.compile(r"[1-9][0-9]{0,17}")
-SEARCH_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 DONE: Final = {  # the only texts a redirect may ask a page to show
     "acknowledged": "Case acknowledged.",
     "proposed": "Repair proposed: a second operator must approve it.",
@@ -139,6 +139,9 @@ class Console:
             health,
         )
         self._credit, self._ledger = credit, ledger
+        self._deposits = (
+            None if payments is None else deposits.DepositApis(payments, credit=credit, ledger=ledger)
+        )
         self._clock = display.Clock(ZoneInfo(settings.timezone), time.fromisoformat(settings.business_cutoff))
         self._database = Dependency("database", SERVICE_NAME, health, up=False)
 
@@ -313,69 +316,33 @@ class Console:
 
     @needs(Permission.VIEW)
     async def search(self, request: web.Request) -> web.StreamResponse:
+        """One deposit (or a login's deposits) side by side, under the operator's merchants only."""
         session: Session = request["session"]
         q = request.query.get("q", "").strip()
-        found: list[dict[str, Any]] = []
-        error = ""
-        if q and SEARCH_RE.fullmatch(q) is None:
-            error = (
-                "Search by a payment id or deposit reference: letters, digits and _ . : - only, up to 100."
-            )
-        elif q and self._payments is None:
+        found, error, status = deposits.Found(), "", 200
+        query = search_query.classify(q) if q else None
+        if isinstance(query, search_query.Malformed):
+            error, status = query.reason, 400
+        elif query is not None and self._deposits is None:
             error = "Deposit search is not configured (CONSOLE_PAYMENT_STATE_URL)."
-        elif q and self._payments is not None:
+        elif query is not None and self._deposits is not None:
             try:
-                for merchant in session.operator.merchants:
-                    payment = await self._payments.payment(merchant, q)
-                    if payment is None:
-                        payment = await self._by_deposit_reference(merchant, q)
-                    if payment is not None:
-                        found.append(await self._story(session, merchant, payment))
+                found = await deposits.find(self._deposits, session.operator, query)
             except ServiceError as exc:
                 error = f"{exc.service} did not answer: {exc.detail or exc.error}"
-            if not found and not error:
+            if not (found.stories or found.waiting or found.notes or error):
                 mine = ", ".join(session.operator.merchants) or "none"
-                error = f"No payment or deposit reference {q} under your merchants ({mine})."
-        return self._page(request, "search.html", {"q": q, "found": found, "error": error})
-
-    async def _by_deposit_reference(self, merchant: str, reference: str) -> dict[str, Any] | None:
-        """The payment of a deposit reference: mt5-credit's intent (the merchant's token) names the
-        payment on its credit row, payment-state answers for it. None before the capture (no credit
-        row yet names the payment) or under another merchant."""
-        assert self._payments is not None
-        intent = await self._payments.deposit_intent(merchant, reference)
-        for row in (intent or {}).get("credits", []):
-            if row.get("kind") == "credit" and isinstance(row.get("payment_id"), str):
-                return await self._payments.payment(merchant, row["payment_id"])
-        return None
-
-    async def _story(self, session: Session, merchant: str, payment: dict[str, Any]) -> dict[str, Any]:
-        """One deposit side by side: the payment and its operations (payment-state), the credit
-        rows with their MT5 deals (mt5-credit, the merchant's token), the journals (the ledger, for
-        an operator with ledger_read). A service that does not answer is said, never left blank."""
-        assert self._payments is not None
-        story: dict[str, Any] = {"merchant": merchant, "payment": payment, "intent": None, "journals": None}
-        notes: list[str] = []
-        reference = payment.get("deposit_reference")
-        if isinstance(reference, str) and reference:
-            try:
-                story["intent"] = await self._payments.deposit_intent(merchant, reference)
-            except ServiceError as exc:
-                notes.append(_said(exc))
-        if self._ledger is None:
-            notes.append("Journals: the ledger is not configured (CONSOLE_LEDGER_URL).")
-        elif not session.operator.may(Permission.LEDGER_READ):
-            notes.append("Journals: you need the ledger_read permission.")
-        else:
-            try:
-                query = {"payment_id": str(payment["payment_id"])}
-                story["journals"] = (await self._ledger.get(session.operator, "/v1/journals", query))[
-                    "journals"
-                ]
-            except ServiceError as exc:
-                notes.append(_said(exc))
-        story["notes"] = notes
-        return story
+                what = "deposit on MT5 login" if isinstance(query, search_query.Login) else "deposit named"
+                error = f"No {what} {q} under your merchants ({mine})."
+        context = {
+            "q": q,
+            "found": found.stories,
+            "waiting": found.waiting,
+            "notes": found.notes,
+            "error": error,
+            "done": DONE.get(request.query.get("done", ""), ""),
+        }
+        return self._page(request, "search.html", context, status)
 
     @needs(Permission.VIEW)
     async def cases(self, request: web.Request) -> web.StreamResponse:
@@ -854,9 +821,7 @@ def _card_safe(answer: Any) -> Any:
 
 
 def _said(exc: ServiceError) -> str:
-    if exc.status >= 500:
-        return f"The {exc.service} did not answer ({exc.detail or exc.error}); nothing was changed."
-    return f"The {exc.service} refused: {exc.detail or exc.error}"
+    return exc.said()
 
 
 def _path_id(request: web.Request, name: str) -> int:
