@@ -53,6 +53,15 @@ class ConsoleSettings:
         secret=True,
         doc="the console's token at the ledger (operators:assert + ledger:read)",
     )
+    gateway_url: str | None = setting(
+        "CONSOLE_GATEWAY_URL", None, doc="the webhook gateway's API (a deposit's webhooks)"
+    )
+    gateway_token: Secret | None = setting(
+        "CONSOLE_GATEWAY_TOKEN",
+        None,
+        secret=True,
+        doc="the console's token at the gateway (operators:assert + receipts:view)",
+    )
     payment_state_url: str | None = setting(
         "CONSOLE_PAYMENT_STATE_URL", None, doc="payment-state's API; unset: no deposit search"
     )

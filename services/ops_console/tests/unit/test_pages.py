@@ -172,10 +172,13 @@ def run(
     )
     store = FakeStore(OPERATORS)
     ledger = FakeApi("ledger", [LETTER], post_error, {"/v1/journals": {"journals": []}})
-    recon = FakeApi("reconciler", [])
-    credit = FakeApi("mt5-credit", [], reads={"/v1/deposits": _login_deposits})
-    parts = {"credit": credit, "ledger": ledger, **(extra or {})}
-    console = Console(settings, store, recon, FakePayments(), Health(), **parts)  # type: ignore[arg-type]
+    parts = {
+        "reconciler": FakeApi("reconciler", [], reads={"/v1/cases": {"cases": []}}),
+        "credit": FakeApi("mt5-credit", [], reads={"/v1/deposits": _login_deposits}),
+        "ledger": ledger,
+        **(extra or {}),
+    }
+    console = Console(settings, store, payments=FakePayments(), health=Health(), **parts)  # type: ignore[arg-type]
 
     async def go() -> None:
         async with TestClient(TestServer(console.app())) as client:
@@ -339,3 +342,49 @@ def test_a_deposit_is_found_by_its_psp_reference_and_a_login_by_its_deposits() -
         run(scenario, extra={"credit": credit})
     finally:
         del OPERATORS["erin"]
+
+
+RECEIPT = {"receipt_id": 3, "provider": "simpsp", "provider_event_id": "evt_<i>1</i>",
+           "provider_event_type": "payment_intent.succeeded", "provider_payment_id": "pi_1",
+           "signature_result": "verified", "signature_secret": "previous", "card_data_redacted": True,
+           "received_at": "2026-12-02T10:00:01+00:00", "request_id": "req_1"}  # fmt: skip
+CASE = {"id": 41, "case_class": "not_credited", "status": "open", "business_date": "2026-12-02",
+        "summary": "captured <script>x</script> not credited", "severity": "high"}  # fmt: skip
+
+
+def test_a_deposits_story_shows_its_webhooks_and_cases_side_by_side() -> None:
+    """The story shows the webhooks the gateway received for the payment's PSP id (event, type,
+    signature result and secret, card data redacted) and the reconciler's cases naming it (linked,
+    escaped); each service is asked for that payment only, for the operator; a gateway that does
+    not answer is a note on the story, the rest still shown; one not configured is said."""
+    gateway = FakeApi("webhook gateway", [], reads={"/v1/receipts": {"receipts": [RECEIPT]}})
+    recon = FakeApi("reconciler", [], reads={"/v1/cases": {"cases": [CASE]}})
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        page = await (await client.get("/search?q=pay_1", headers=_as("carol"))).text()
+        webhooks = page.split('id="webhooks"')[1].split("</section>")[0]
+        assert "evt_&lt;i&gt;1&lt;/i&gt;" in webhooks and "payment_intent.succeeded" in webhooks
+        assert "verified" in webhooks and "previous secret" in webhooks and "card data redacted" in webhooks
+        found_cases = page.split('id="cases"')[1].split("</section>")[0]
+        assert 'href="/cases/41"' in found_cases and "not_credited" in found_cases
+        assert "&lt;script&gt;" in found_cases and "<script>" not in found_cases
+        receipts_of = {"provider": "simpsp", "provider_payment_id": "pi_1", "limit": "50"}
+        assert gateway.gets == [("carol", "/v1/receipts", receipts_of)]
+        cases_of = {"payment_id": "pay_1", "provider_payment_id": "pi_1", "limit": "50"}
+        assert recon.gets == [("carol", "/v1/cases", cases_of)]
+        gateway.reads["/v1/receipts"] = _unavailable
+        down = await (await client.get("/search?q=pay_1", headers=_as("carol"))).text()
+        assert "The webhook gateway did not answer (ConnectionRefused); nothing was changed." in down
+        assert 'href="/cases/41"' in down and "CAPTURED" in down
+
+    run(scenario, extra={"gateway": gateway, "reconciler": recon})
+
+    async def unconfigured(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        page = await (await client.get("/search?q=pay_1", headers=_as("carol"))).text()
+        assert "Webhooks: the webhook gateway is not configured (CONSOLE_GATEWAY_URL)." in page
+
+    run(unconfigured)
+
+
+def _unavailable(operator: Operator, query: dict[str, str]) -> Any:
+    raise ServiceError("webhook gateway", 503, "unavailable", "ConnectionRefused")

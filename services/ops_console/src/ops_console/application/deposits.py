@@ -4,7 +4,8 @@ A deposit is found under the operator's merchants only: by our payment id, its d
 or the PSP's payment id (payment-state and mt5-credit with the merchant's own token, so another
 merchant's is never even asked for), or by MT5 login (mt5-credit's operator API, which answers for
 the operator's merchants; the console checks the merchant again). Its story is the payment and its
-operations, its credit rows with their MT5 deals, its journals (with ``ledger_read``). A service
+operations, its credit rows with their MT5 deals, its journals (with ``ledger_read``), the webhooks
+the gateway received for it (never their bodies) and the reconciler's cases that name it. A service
 that does not answer is said in the story's notes, never left blank.
 """
 
@@ -19,6 +20,7 @@ from ops_console.domain.permissions import Permission
 from ops_console.domain.search import Login, Reference
 
 LOGIN_DEPOSITS_MAX: Final = 10  # the newest deposits of a login shown at once (each story is ~5 calls)
+STORY_ROWS_MAX: Final = 50  # webhooks and cases shown per deposit
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class DepositApis:
     payments: Payments
     credit: OperatorApi | None = None  # mt5-credit's operator API: the deposits on a login
     ledger: OperatorApi | None = None
+    gateway: OperatorApi | None = None  # the webhook gateway's receipts
+    reconciler: OperatorApi | None = None  # the cases that name a payment
 
 
 @dataclass
@@ -106,9 +110,11 @@ async def story(
 ) -> dict[str, Any]:
     """One deposit side by side: the payment and its operations (payment-state), the credit rows
     with their MT5 deals (mt5-credit, the merchant's token), the journals (the ledger, for an
-    operator with ledger_read)."""
+    operator with ledger_read), the webhooks received (the gateway) and the cases (the reconciler)."""
     told: dict[str, Any] = {"merchant": merchant, "payment": payment, "intent": None, "journals": None}
     notes: list[str] = []
+    told["webhooks"] = await _webhooks(apis.gateway, operator, payment, notes)
+    told["cases"] = await _cases(apis.reconciler, operator, payment, notes)
     reference = payment.get("deposit_reference")
     if isinstance(reference, str) and reference:
         try:
@@ -127,3 +133,40 @@ async def story(
             notes.append(exc.said())
     told["notes"] = notes
     return told
+
+
+async def _webhooks(
+    gateway: OperatorApi | None, operator: Operator, payment: dict[str, Any], notes: list[str]
+) -> list[dict[str, Any]] | None:
+    """The gateway's receipts of the payment's PSP payment id, in the order received; None when
+    they cannot be asked for (said in ``notes``)."""
+    provider, reference = payment.get("provider"), payment.get("provider_payment_id")
+    if gateway is None:
+        notes.append("Webhooks: the webhook gateway is not configured (CONSOLE_GATEWAY_URL).")
+        return None
+    if not (isinstance(provider, str) and isinstance(reference, str) and reference):
+        return []  # no PSP payment yet: no webhook can name it
+    query = {"provider": provider, "provider_payment_id": reference, "limit": str(STORY_ROWS_MAX)}
+    try:
+        receipts: list[dict[str, Any]] = (await gateway.get(operator, "/v1/receipts", query))["receipts"]
+    except ServiceError as exc:
+        notes.append(exc.said())
+        return None
+    return receipts
+
+
+async def _cases(
+    reconciler: OperatorApi | None, operator: Operator, payment: dict[str, Any], notes: list[str]
+) -> list[dict[str, Any]] | None:
+    """The reconciler's cases whose records name the payment (our id or the PSP's), any status."""
+    if reconciler is None:
+        return None
+    query = {"payment_id": str(payment["payment_id"]), "limit": str(STORY_ROWS_MAX)}
+    if isinstance(payment.get("provider_payment_id"), str) and payment["provider_payment_id"]:
+        query["provider_payment_id"] = payment["provider_payment_id"]
+    try:
+        found: list[dict[str, Any]] = (await reconciler.get(operator, "/v1/cases", query))["cases"]
+    except ServiceError as exc:
+        notes.append(exc.said())
+        return None
+    return found

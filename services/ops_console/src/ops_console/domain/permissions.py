@@ -45,6 +45,12 @@ MT5_CREDIT: Final[dict[Permission, tuple[str, ...]]] = {
     Permission.DEADLETTER_REPLAY: ("deadletters:replay",),
 }
 
+GATEWAY: Final[dict[Permission, tuple[str, ...]]] = {
+    Permission.VIEW: ("receipts:view",),
+}
+
+PAYMENT_STATE: Final[dict[Permission, tuple[str, ...]]] = DEAD_LETTERS  # merchants' own tokens do the rest
+
 LEDGER: Final[dict[Permission, tuple[str, ...]]] = {
     Permission.LEDGER_READ: ("ledger:read",),
     **DEAD_LETTERS,

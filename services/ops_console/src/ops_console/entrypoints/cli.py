@@ -102,9 +102,18 @@ def serve() -> None:
         ledger = OperatorClient(
             "ledger", settings.ledger_url, settings.ledger_token.reveal(), permissions.LEDGER, timeout
         )
-    clients = [c for c in (recon, credit, ledger, payments) if c is not None]
+    gateway = None
+    if settings.gateway_url and settings.gateway_token is not None:
+        gateway = OperatorClient(
+            "webhook gateway",
+            settings.gateway_url,
+            settings.gateway_token.reveal(),
+            permissions.GATEWAY,
+            timeout,
+        )
+    clients = [c for c in (recon, credit, ledger, gateway, payments) if c is not None]
     web_app = Console(
-        settings, PgConsoleStore(pool), recon, payments, Health.configured(), credit, ledger
+        settings, PgConsoleStore(pool), recon, payments, Health.configured(), credit, ledger, gateway=gateway
     ).app()
 
     async def start(_: object) -> None:

@@ -130,6 +130,8 @@ class Console:
         health: Health,
         credit: OperatorApi | None = None,
         ledger: OperatorApi | None = None,
+        *,
+        gateway: OperatorApi | None = None,
     ) -> None:
         self._s, self._store, self._recon, self._payments, self._health = (
             settings,
@@ -140,7 +142,9 @@ class Console:
         )
         self._credit, self._ledger = credit, ledger
         self._deposits = (
-            None if payments is None else deposits.DepositApis(payments, credit=credit, ledger=ledger)
+            None
+            if payments is None
+            else deposits.DepositApis(payments, credit, ledger, gateway=gateway, reconciler=reconciler)
         )
         self._clock = display.Clock(ZoneInfo(settings.timezone), time.fromisoformat(settings.business_cutoff))
         self._database = Dependency("database", SERVICE_NAME, health, up=False)
