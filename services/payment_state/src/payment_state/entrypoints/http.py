@@ -1,5 +1,6 @@
 """The HTTP API (aiohttp): create, capture, cancel, refund, get, find by the PSP's payment id;
-plus /healthz /readyz /metrics.
+plus /healthz /readyz /metrics; with an operators file, the consumer's dead letters for operators
+(``backbone.consumer.dlq_http``: ``GET /v1/dead-letters``, replay, discard).
 
 Order of checks on a money-moving call, each failing with a 4xx and a machine-readable code and
 changing nothing: card data anywhere in the request (400 ``card_data_forbidden``, ``backbone.http``,
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -264,8 +265,14 @@ def _observing(database: Dependency | None) -> Middleware:
 
 
 def build_app(
-    api: Api, health: Health, body_max_bytes: int, database: Dependency | None = None
+    api: Api,
+    health: Health,
+    body_max_bytes: int,
+    database: Dependency | None = None,
+    operator_routes: Sequence[web.RouteDef] = (),
 ) -> web.Application:
+    """The API; ``operator_routes``: the consumer's dead letters for operators (``backbone.consumer.
+    dlq_http``), when an operators file is configured."""
     app = service_app(client_max_size=body_max_bytes, middlewares=[_observing(database)], database=database)
     app[BODY_MAX_BYTES] = body_max_bytes
     app.add_routes(
@@ -277,6 +284,7 @@ def build_app(
             web.post("/payments/{payment_id}/refunds", api.refund),
             web.get("/payments/{payment_id}", api.get),
             web.get("/payouts/{withdrawal_id}", api.get_payout),
+            *operator_routes,
             *aiohttp_routes(health),
         ]
     )
