@@ -388,3 +388,30 @@ def test_a_deposits_story_shows_its_webhooks_and_cases_side_by_side() -> None:
 
 def _unavailable(operator: Operator, query: dict[str, str]) -> Any:
     raise ServiceError("webhook gateway", 503, "unavailable", "ConnectionRefused")
+
+
+def test_payment_states_dead_letters_are_listed_with_the_others_and_replayed_there() -> None:
+    """With payment-state's operator API configured, its consumer's letters are listed beside the
+    ledger's (each service asked for the operator), a letter's page is served from payment-state,
+    and a replay is sent there with the reason; a service filter keeps to that service."""
+    letter = {**LETTER, "id": 9, "consumer": "payment-state-inbound", "topic": "psp.provider-events"}
+    payments = FakeApi("payment-state", [letter])
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        listed = await (await client.get("/deadletters", headers=_as("carol"))).text()
+        assert 'href="/deadletters/payment-state/payment-state-inbound/9"' in listed
+        assert 'href="/deadletters/ledger/ledger/7"' in listed and "psp.provider-events / 3 / 41" in listed
+        only = await (await client.get("/deadletters?service=payment-state", headers=_as("carol"))).text()
+        assert "payment-state-inbound/9" in only and "/deadletters/ledger/ledger/7" not in only
+        page = await client.get("/deadletters/payment-state/payment-state-inbound/9", headers=_as("alice"))
+        assert page.status == 200 and 'id="replay"' in await page.text()
+        form = {"csrf": "csrf-alice", "reason": "parser fixed"}
+        path = "/deadletters/payment-state/payment-state-inbound/9/replay"
+        done = await client.post(path, data=form, headers=_as("alice"), allow_redirects=False)
+        assert done.status == 303
+        assert payments.posts == [
+            ("alice", "/v1/dead-letters/payment-state-inbound/9/replay", {"reason": "parser fixed"})
+        ]
+        assert ledger.posts == []
+
+    run(scenario, extra={"payment_ops": payments})

@@ -111,9 +111,26 @@ def serve() -> None:
             permissions.GATEWAY,
             timeout,
         )
-    clients = [c for c in (recon, credit, ledger, gateway, payments) if c is not None]
+    payment_ops = None
+    if settings.payment_state_url and settings.payment_state_token is not None:
+        payment_ops = OperatorClient(
+            "payment-state",
+            settings.payment_state_url,
+            settings.payment_state_token.reveal(),
+            permissions.PAYMENT_STATE,
+            timeout,
+        )
+    clients = [c for c in (recon, credit, ledger, gateway, payment_ops, payments) if c is not None]
     web_app = Console(
-        settings, PgConsoleStore(pool), recon, payments, Health.configured(), credit, ledger, gateway=gateway
+        settings,
+        PgConsoleStore(pool),
+        recon,
+        payments,
+        Health.configured(),
+        credit,
+        ledger,
+        gateway=gateway,
+        payment_ops=payment_ops,
     ).app()
 
     async def start(_: object) -> None:

@@ -132,6 +132,7 @@ class Console:
         ledger: OperatorApi | None = None,
         *,
         gateway: OperatorApi | None = None,
+        payment_ops: OperatorApi | None = None,
     ) -> None:
         self._s, self._store, self._recon, self._payments, self._health = (
             settings,
@@ -141,6 +142,7 @@ class Console:
             health,
         )
         self._credit, self._ledger = credit, ledger
+        self._payment_ops = payment_ops  # payment-state's operator API (its consumer's dead letters)
         self._deposits = (
             None
             if payments is None
@@ -712,6 +714,7 @@ class Console:
     def _dead_letter_apis(self) -> dict[str, OperatorApi]:
         """The services that run consumers and that the console is configured to call."""
         apis: dict[str, OperatorApi | None] = {
+            "payment-state": self._payment_ops,
             "reconciler": self._recon,
             "mt5-credit": self._credit,
             "ledger": self._ledger,
