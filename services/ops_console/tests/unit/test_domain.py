@@ -7,7 +7,7 @@ from datetime import UTC, datetime, time
 from zoneinfo import ZoneInfo
 
 import pytest
-from ops_console.domain import display, permissions, search
+from ops_console.domain import display, permissions, refunds, search
 from ops_console.domain.operators import (
     BadOperator,
     check_merchant,
@@ -146,3 +146,25 @@ def test_a_merchant_is_a_name_the_services_accept() -> None:
     for bad in ("a,b", "broker eu", "<b>", "", "x" * 65):
         with pytest.raises(BadOperator, match="merchant"):
             check_merchant(bad)
+
+
+def test_a_refunds_idempotency_key_is_the_form_and_who_asked() -> None:
+    """The same operator, merchant, payment and form nonce give the same key (a double submit is
+    one refund); any of them different gives another; the key fits payment-state's rule (printable,
+    at most 255); a nonce that is not 32 hex digits is refused. The reason kept at payment-state
+    names who asked, cut to what it stores."""
+    key = refunds.idempotency_key("rita", "broker-eu", "pay_1", "a" * 32)
+    assert key == refunds.idempotency_key("rita", "broker-eu", "pay_1", "a" * 32)
+    assert len(key) <= 255 and key.isascii() and key.isprintable() and " " not in key
+    others = {
+        refunds.idempotency_key("bob", "broker-eu", "pay_1", "a" * 32),
+        refunds.idempotency_key("rita", "broker-uk", "pay_1", "a" * 32),
+        refunds.idempotency_key("rita", "broker-eu", "pay_2", "a" * 32),
+        refunds.idempotency_key("rita", "broker-eu", "pay_1", "b" * 32),
+    }
+    assert key not in others and len(others) == 4
+    for bad in ("", "A" * 32, "a" * 31, "g" * 32):
+        with pytest.raises(refunds.BadNonce):
+            refunds.idempotency_key("rita", "broker-eu", "pay_1", bad)
+    kept = refunds.reason_for_payment_state("rita", "x" * 600)
+    assert kept.startswith("rita (ops console): ") and len(kept) == 500

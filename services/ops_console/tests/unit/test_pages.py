@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from backbone.health import Health
 from backbone.settings import load_settings
 from ops_console.application.auth import cookie_hash
-from ops_console.application.ports import ServiceError, Session
+from ops_console.application.ports import Refunded, ServiceError, Session
 from ops_console.domain.operators import Operator
 from ops_console.domain.permissions import Permission
 from ops_console.entrypoints.web import COOKIE, Console
@@ -107,12 +107,14 @@ def _operator(name: str, *grants: Permission) -> Operator:
 OPERATORS = {
     "alice": _operator("alice", Permission.VIEW, Permission.DEADLETTER_REPLAY),
     "carol": _operator("carol", Permission.VIEW),
+    "rita": _operator("rita", Permission.VIEW, Permission.REFUND),
 }
 
 
 PAYMENT: dict[str, Any] = {
     "payment_id": "pay_1", "status": "CAPTURED", "amount_minor": 25000, "currency": "USD",
     "deposit_reference": "dep_1", "provider": "simpsp", "provider_payment_id": "pi_1", "operations": [],
+    "allowed_actions": ["refund"], "refundable_minor": 25000,
 }  # fmt: skip
 
 
@@ -121,6 +123,21 @@ class FakePayments:
 
     def __init__(self) -> None:
         self.asked: list[tuple[str, str]] = []
+        self.refunds: dict[str, tuple[str, str, dict[str, Any]]] = {}  # idempotency key -> request
+        self.refund_error: ServiceError | None = None
+
+    async def refund(self, merchant_id: str, payment_id: str, key: str, body: dict[str, Any]) -> Refunded:
+        """payment-state's idempotency: the same key and request replays, another request is refused."""
+        if self.refund_error is not None:
+            raise self.refund_error
+        if key in self.refunds:
+            if self.refunds[key] != (merchant_id, payment_id, body):
+                raise ServiceError(
+                    "payment-state", 422, "idempotency_key_reused", "another request, same key"
+                )
+            return Refunded({"payment": PAYMENT}, replayed=True)
+        self.refunds[key] = (merchant_id, payment_id, body)
+        return Refunded({"payment": PAYMENT}, replayed=False)
 
     async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None:
         self.asked.append((merchant_id, payment_id))
@@ -178,7 +195,8 @@ def run(
         "ledger": ledger,
         **(extra or {}),
     }
-    console = Console(settings, store, payments=FakePayments(), health=Health(), **parts)  # type: ignore[arg-type]
+    payments = parts.pop("payments", None) or FakePayments()
+    console = Console(settings, store, payments=payments, health=Health(), **parts)  # type: ignore[arg-type]
 
     async def go() -> None:
         async with TestClient(TestServer(console.app())) as client:
@@ -415,3 +433,122 @@ def test_payment_states_dead_letters_are_listed_with_the_others_and_replayed_the
         assert ledger.posts == []
 
     run(scenario, extra={"payment_ops": payments})
+
+
+def _nonce(page: str) -> str:
+    found = re.search(r'name="nonce" value="([0-9a-f]{32})"', page)
+    assert found is not None, "the refund form carries its nonce"
+    return found.group(1)
+
+
+def test_a_refund_needs_the_permission_and_good_values_and_a_double_submit_is_one_refund() -> None:
+    """Without refund: no form and a POST is 403 + audit, nothing sent. With it: a bad amount, an
+    amount above what is refundable, no reason or a forged nonce are errors on the deposit's page
+    (400), audited, nothing sent; another merchant's payment is 404, never asked for; a good form is
+    one refund at payment-state (the merchant's, the amount in minor units, who and why) and the
+    same form posted again is answered as the same refund (same key), not a second; audited ok."""
+    payments = FakePayments()
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        carol = await (await client.get("/search?q=pay_1", headers=_as("carol"))).text()
+        assert "Refunds need the refund permission." in carol and 'name="nonce"' not in carol
+        form = {
+            "csrf": "csrf-carol",
+            "merchant": "broker-eu",
+            "amount": "100.00",
+            "reason": "x",
+            "nonce": "0" * 32,
+        }
+        refused = await client.post("/payments/pay_1/refund", data=form, headers=_as("carol"))
+        assert refused.status == 403 and store.audits[-1][:3] == (
+            "carol",
+            "forbidden",
+            "/payments/pay_1/refund",
+        )
+
+        page = await (await client.get("/search?q=pay_1", headers=_as("rita"))).text()
+        assert 'id="refund-pay_1"' in page and 'value="250.00"' in page
+        nonce = _nonce(page)
+        good = {
+            "csrf": "csrf-rita",
+            "merchant": "broker-eu",
+            "amount": "100.00",
+            "reason": "client asked",
+            "nonce": nonce,
+        }
+        for change, why in (
+            ({"amount": "abc"}, "amount: a number such as 500.00"),
+            ({"amount": "300.00"}, "amount: at most 250.00 USD can be refunded"),
+            ({"amount": "0.001"}, "amount:"),
+            ({"reason": "  "}, "reason: say why"),
+            ({"nonce": "forged"}, "the refund form is stale or forged"),
+        ):
+            bad = await client.post("/payments/pay_1/refund", data={**good, **change}, headers=_as("rita"))
+            text = await bad.text()
+            assert bad.status == 400 and why in text, (change, text[:300])
+            assert store.audits[-1][1:3] == ("refund", "payment:pay_1") and store.audits[-1][4] == "refused"
+        assert payments.refunds == {}
+        other = await client.post("/payments/pay_1/refund", data={**good, "merchant": "another-merchant"},
+                                  headers=_as("rita"))  # fmt: skip
+        assert other.status == 404 and ("another-merchant", "pay_1") not in payments.asked
+
+        done = await client.post(
+            "/payments/pay_1/refund", data=good, headers=_as("rita"), allow_redirects=False
+        )
+        assert done.status == 303 and done.headers["Location"] == "/search?q=pay_1&done=refunded"
+        [(key, request)] = payments.refunds.items()
+        assert key.startswith("console-refund-") and request == (
+            "broker-eu",
+            "pay_1",
+            {"amount_minor": 10000, "currency": "USD", "reason": "rita (ops console): client asked"},
+        )
+        assert store.audits[-1] == ("rita", "refund", "payment:pay_1", "client asked", "ok")
+        twice = await client.post(
+            "/payments/pay_1/refund", data=good, headers=_as("rita"), allow_redirects=False
+        )
+        assert (
+            twice.headers["Location"] == "/search?q=pay_1&done=refund_replayed" and len(payments.refunds) == 1
+        )
+        shown = await (await client.get("/search?q=pay_1&done=refund_replayed", headers=_as("rita"))).text()
+        assert "it was not asked for again" in shown and _nonce(shown) != nonce
+        changed = await client.post(
+            "/payments/pay_1/refund", data={**good, "amount": "50.00"}, headers=_as("rita")
+        )
+        assert (
+            changed.status == 422
+            and "The payment-state refused: another request, same key" in await changed.text()
+        )
+        assert len(payments.refunds) == 1
+
+    run(scenario, extra={"payments": payments})
+
+
+def test_a_refund_without_an_answer_keeps_the_form_so_sending_it_again_is_the_same_refund() -> None:
+    """payment-state does not answer: the page says the refund may have been made, is audited as
+    failed, and draws the same form again with the same nonce (the same key: sending it again
+    cannot make a second refund); a refusal (4xx) is shown as payment-state said it, new nonce."""
+    payments = FakePayments()
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        nonce = _nonce(await (await client.get("/search?q=pay_1", headers=_as("rita"))).text())
+        form = {
+            "csrf": "csrf-rita",
+            "merchant": "broker-eu",
+            "amount": "20.00",
+            "reason": "dup",
+            "nonce": nonce,
+        }
+        payments.refund_error = ServiceError("payment-state", 503, "unavailable", "ServerDisconnectedError")
+        lost = await client.post("/payments/pay_1/refund", data=form, headers=_as("rita"))
+        text = await lost.text()
+        assert lost.status == 502 and "the refund may have been made" in text and _nonce(text) == nonce
+        assert 'value="20.00"' in text and store.audits[-1][4] == "failed"
+        payments.refund_error = ServiceError(
+            "payment-state", 409, "invalid_state", "the payment is not captured"
+        )
+        refused = await client.post("/payments/pay_1/refund", data=form, headers=_as("rita"))
+        text = await refused.text()
+        assert refused.status == 409 and "The payment-state refused: the payment is not captured" in text
+        assert _nonce(text) != nonce and store.audits[-1][4] == "refused"
+
+    run(scenario, extra={"payments": payments})

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 from backbone.tokens import OPERATOR_HEADER, OPERATOR_MERCHANTS_HEADER, OPERATOR_PERMISSIONS_HEADER
 
-from ops_console.application.ports import ServiceError
+from ops_console.application.ports import Refunded, ServiceError
 from ops_console.domain import permissions
 from ops_console.domain.operators import Operator
 
@@ -145,6 +145,24 @@ class PaymentsClient(_Client):
         found = await self._call("payment-state", "GET", url, _bearer(token), params=query)
         payments = found.get("payments") if isinstance(found, dict) else None  # {"payments": [...]}
         return [p for p in payments if isinstance(p, dict)] if isinstance(payments, list) else []
+
+    async def refund(
+        self, merchant_id: str, payment_id: str, idempotency_key: str, body: dict[str, Any]
+    ) -> Refunded:
+        token = self._tokens.get(merchant_id)
+        if token is None:
+            raise ServiceError("payment-state", 404, "payment_not_found", "no token for this merchant")
+        assert self._http is not None, "start() first"
+        url = f"{self._base}/payments/{payment_id}/refunds"
+        headers = {**_bearer(token), "Idempotency-Key": idempotency_key}
+        try:
+            async with self._http.post(url, headers=headers, json=body) as response:
+                answer = await _answer("payment-state", response)
+                replayed = response.headers.get("Idempotent-Replayed") == "true"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # no answer: the refund may have been made; the same form again is the same key
+            raise ServiceError("payment-state", 503, "unavailable", type(exc).__name__) from None
+        return Refunded(answer if isinstance(answer, dict) else {}, replayed)
 
 
 def _bearer(token: str) -> dict[str, str]:

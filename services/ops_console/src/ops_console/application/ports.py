@@ -44,6 +44,15 @@ class ServiceError(Exception):
         return f"The {self.service} refused: {self.detail or self.error}"
 
 
+@dataclass(frozen=True, slots=True)
+class Refunded:
+    """payment-state's answer to a refund: its body, and whether it replays an earlier identical
+    request (the same idempotency key: the refund was asked for once)."""
+
+    answer: dict[str, Any]
+    replayed: bool
+
+
 class ConsoleStore(Protocol):
     async def password_hash(self, username: str) -> str | None: ...
     async def operator(self, username: str) -> Operator | None: ...
@@ -79,3 +88,8 @@ class Payments(Protocol):
         ...
 
     async def deposit_intent(self, merchant_id: str, deposit_reference: str) -> dict[str, Any] | None: ...
+    async def refund(
+        self, merchant_id: str, payment_id: str, idempotency_key: str, body: dict[str, Any]
+    ) -> Refunded:
+        """``POST /payments/{id}/refunds`` with the merchant's token; ``ServiceError`` on a refusal."""
+        ...

@@ -11,6 +11,7 @@ nothing; a service's refusal is shown as the service said it.
 
     GET  /login, POST /login, POST /logout
     GET  /search?q=<payment id|deposit reference|PSP reference|MT5 login>   view
+    POST /payments/{id}/refund     merchant amount reason nonce  refund
     GET  /cases?status=&date=&class=                             view
     GET  /cases/{id}                                             view
     POST /cases/{id}/acknowledge   note                          case_work
@@ -31,6 +32,7 @@ import json
 import re
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -51,7 +53,7 @@ from backbone.postgres import is_infrastructure_error
 from ops_console.adapters.pg_store import PgConsoleStore
 from ops_console.application import auth, deposits
 from ops_console.application.ports import OperatorApi, Payments, ServiceError, Session
-from ops_console.domain import display
+from ops_console.domain import display, refunds
 from ops_console.domain import search as search_query
 from ops_console.domain.permissions import Permission
 from ops_console.settings import SERVICE_NAME, ConsoleSettings
@@ -78,6 +80,8 @@ DONE: Final = {  # the only texts a redirect may ask a page to show
     "w_approved": "Withdrawal approved: MT5 is debited first, then the payout is made.",
     "w_rejected": "Withdrawal rejected: the hold is released, nothing moved.",
     "dl_replayed": "Dead letter replayed through the consumer's handler.",
+    "refunded": "Refund asked for: payment-state refunds at the PSP, then MT5 is debited the normal way.",
+    "refund_replayed": "This refund had already been asked for with this form: it was not asked for again.",
     "dl_discarded": "Dead letter discarded: it was never applied.",
 }
 CONSUMER_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -93,6 +97,10 @@ WITHDRAWAL_STATUSES: Final = (
     "refused",
 )
 WID_RE: Final = re.compile(r"wd_[0-9a-f]{32}")
+PAYMENT_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")  # payment-state's own rule
+SEND_AGAIN: Final = (
+    "Send this same form again (it is the same refund, never a second) or look at the payment."
+)
 HEADERS: Final = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self';"
     " frame-ancestors 'none'; base-uri 'none'",
@@ -105,6 +113,22 @@ HEADERS: Final = {
 
 class FormError(Exception):
     """A form's value is wrong: shown next to the form, nothing sent anywhere."""
+
+
+@dataclass(frozen=True)
+class RefundForm:
+    """A deposit's refund form as drawn: a new nonce each time, unless it is drawn again after no
+    answer (then the same, so sending it again is the same refund); what was typed, and why not."""
+
+    payment_id: str
+    amount: str = ""
+    reason: str = ""
+    error: str = ""
+    nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    def failed(self, error: str, keep_nonce: object = None) -> RefundForm:
+        kept = keep_nonce if isinstance(keep_nonce, str) and refunds.NONCE_RE.fullmatch(keep_nonce) else None
+        return RefundForm(self.payment_id, self.amount, self.reason, error, kept or secrets.token_hex(16))
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -160,6 +184,7 @@ class Console:
             undefined=jinja2.StrictUndefined,
         )
         env.filters["money"] = display.money
+        env.filters["major"] = display.major
         env.filters["when"] = self._clock.show
         env.filters["tone"] = display.tone
         env.globals["timezone"] = self._s.timezone
@@ -172,6 +197,7 @@ class Console:
                 web.post("/login", self.login),
                 web.post("/logout", self.logout),
                 web.get("/search", self.search),
+                web.post("/payments/{payment_id}/refund", self.refund),
                 web.get("/cases", self.cases),
                 web.get("/cases/{case_id}", self.case),
                 web.post("/cases/{case_id}/acknowledge", self.acknowledge),
@@ -323,9 +349,14 @@ class Console:
     @needs(Permission.VIEW)
     async def search(self, request: web.Request) -> web.StreamResponse:
         """One deposit (or a login's deposits) side by side, under the operator's merchants only."""
+        return await self._search_page(request, request.query.get("q", "").strip())
+
+    async def _search_page(
+        self, request: web.Request, q: str, refund: RefundForm | None = None, status: int = 200
+    ) -> web.StreamResponse:
+        """The search's answer for ``q``; ``refund``: a refund form to show again with its error."""
         session: Session = request["session"]
-        q = request.query.get("q", "").strip()
-        found, error, status = deposits.Found(), "", 200
+        found, error = deposits.Found(), ""
         query = search_query.classify(q) if q else None
         if isinstance(query, search_query.Malformed):
             error, status = query.reason, 400
@@ -340,6 +371,9 @@ class Console:
                 mine = ", ".join(session.operator.merchants) or "none"
                 what = "deposit on MT5 login" if isinstance(query, search_query.Login) else "deposit named"
                 error = f"No {what} {q} under your merchants ({mine})."
+        for told in found.stories:  # each refund form its own nonce: posted twice, one refund
+            again = refund is not None and refund.payment_id == told["payment"].get("payment_id")
+            told["refund"] = refund if again else RefundForm(str(told["payment"].get("payment_id")))
         context = {
             "q": q,
             "found": found.stories,
@@ -349,6 +383,71 @@ class Console:
             "done": DONE.get(request.query.get("done", ""), ""),
         }
         return self._page(request, "search.html", context, status)
+
+    @needs(Permission.REFUND)
+    async def refund(self, request: web.Request) -> web.StreamResponse:
+        """A refund of a deposit, at payment-state with the merchant's token, under an idempotency
+        key derived from the form (``domain.refunds``): a double submit is one refund. A bad amount
+        or reason is shown on the deposit's page and nothing is sent; every outcome is audited."""
+        session: Session = request["session"]
+        payment_id, form = _payment_id(request), await request.post()
+        merchant, target = str(form.get("merchant", "")), f"payment:{payment_id}"
+        payment = await self._refundable(session, merchant, payment_id, target)
+        assert self._payments is not None
+        sent = RefundForm(
+            payment_id, str(form.get("amount", "")).strip()[:40], str(form.get("reason", ""))[:NOTE_MAX]
+        )
+        currency, who = str(payment["currency"]), session.operator.username
+        try:
+            reason = _reason(form.get("reason"), "reason")
+            amount_minor = _refund_amount(sent.amount, currency, payment.get("refundable_minor"))
+            key = refunds.idempotency_key(who, merchant, payment_id, str(form.get("nonce")))
+        except (FormError, refunds.BadNonce) as exc:
+            await self._audit(session, "refund", target, "refused", str(exc))
+            return await self._search_page(request, payment_id, sent.failed(str(exc)), 400)
+        body = {"amount_minor": amount_minor, "currency": currency,
+                "reason": refunds.reason_for_payment_state(who, reason)}  # fmt: skip
+        detail = {
+            "merchant": merchant,
+            "amount_minor": amount_minor,
+            "currency": currency,
+            "idempotency_key": key,
+        }
+        try:
+            done = await self._payments.refund(merchant, payment_id, key, body)
+        except ServiceError as exc:
+            outcome = "failed" if exc.status >= 500 else "refused"
+            said = f"{exc.service}: {exc.detail or exc.error}"
+            await self._audit(
+                session, "refund", target, outcome, f"{reason} | {said}", service_error=exc.error, **detail
+            )
+            if exc.status < 500:
+                return await self._search_page(request, payment_id, sent.failed(_said(exc)), exc.status)
+            # no answer: it may have landed; the same form (same nonce, same key) is the same refund
+            unknown = (
+                f"The {exc.service} did not answer ({exc.detail or exc.error}): the refund may have been"
+                f" made. {SEND_AGAIN}"
+            )
+            return await self._search_page(request, payment_id, sent.failed(unknown, form.get("nonce")), 502)
+        await self._audit(session, "refund", target, "ok", reason, replayed=done.replayed, **detail)
+        done_key = "refund_replayed" if done.replayed else "refunded"
+        raise web.HTTPSeeOther(f"/search?q={payment_id}&done={done_key}")
+
+    async def _refundable(
+        self, session: Session, merchant: str, payment_id: str, target: str
+    ) -> dict[str, Any]:
+        """The payment, asked for with its merchant's token, when the merchant is the operator's;
+        else 404 (audited): another merchant's payment is never even asked for."""
+        payment = None
+        try:
+            if self._payments is not None and merchant in session.operator.merchants:
+                payment = await self._payments.payment(merchant, payment_id)
+        except ServiceError as exc:
+            raise web.HTTPBadGateway(text=_said(exc)) from None
+        if payment is None:
+            await self._audit(session, "refund", target, "refused", "no such payment under your merchants")
+            raise web.HTTPNotFound(text="no such payment under your merchants")
+        return payment
 
     @needs(Permission.VIEW)
     async def cases(self, request: web.Request) -> web.StreamResponse:
@@ -836,6 +935,22 @@ def _path_id(request: web.Request, name: str) -> int:
     if ID_RE.fullmatch(raw) is None:
         raise web.HTTPBadRequest(text=f"{name} must be a positive whole number")
     return int(raw)
+
+
+def _payment_id(request: web.Request) -> str:
+    raw = request.match_info["payment_id"]
+    if PAYMENT_ID_RE.fullmatch(raw) is None:
+        raise web.HTTPBadRequest(text="a payment id is letters, digits, _ and - (1-64)")
+    return raw
+
+
+def _refund_amount(amount: str, currency: str, refundable: object) -> int:
+    """What the operator typed, in the payment's currency, no more than payment-state says is left."""
+    amount_minor = _amount_minor(amount, currency)
+    left = refundable if isinstance(refundable, int) and not isinstance(refundable, bool) else 0
+    if amount_minor > left:
+        raise FormError(f"amount: at most {display.money(left, currency)} can be refunded")
+    return amount_minor
 
 
 def _wid(request: web.Request) -> str:
