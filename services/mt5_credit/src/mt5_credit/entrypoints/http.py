@@ -288,10 +288,6 @@ class Api:
             return _error(403, "forbidden", f"operator {caller.principal} lacks {permission}")
         return caller
 
-    def _operator(self, request: web.Request, permission: str) -> str | web.Response:
-        caller = self._caller(request, permission)
-        return caller if isinstance(caller, web.Response) else caller.principal
-
     def _desk(self, work: Callable[[PgWithdrawalDesk], Any]) -> Any:
         if self._mt5 is None:
             raise RuntimeError("the API was started without an MT5 connection")
@@ -338,17 +334,21 @@ class Api:
         if not _WID_RE.match(wid):
             return _error(404, "not_found", "no such withdrawal")
         merchant = self._merchant(request)
+        caller: Caller | None = None
         if merchant is None:  # not a server caller: an operator with view permission
-            who = self._operator(request, "withdrawals:view")
-            if isinstance(who, web.Response):
-                return who
+            operator = self._caller(request, "withdrawals:view")
+            if isinstance(operator, web.Response):
+                return operator
+            caller = operator
         view = await asyncio.to_thread(self._desk, lambda desk: desk.view(wid, merchant))
-        return _error(404, "not_found", "no such withdrawal") if view is None else web.json_response(view)
+        if view is None or (caller is not None and not caller.sees(view["merchant_id"])):
+            return _error(404, "not_found", "no such withdrawal")  # another merchant's: as if unknown
+        return web.json_response(view)
 
     async def list_withdrawals(self, request: web.Request) -> web.Response:
-        who = self._operator(request, "withdrawals:view")
-        if isinstance(who, web.Response):
-            return who
+        caller = self._caller(request, "withdrawals:view")
+        if isinstance(caller, web.Response):
+            return caller
         unknown = set(request.query) - {"status", "limit"}
         if unknown:
             return _error(400, "invalid_request", f"unknown parameter(s): {', '.join(sorted(unknown))}")
@@ -362,7 +362,7 @@ class Api:
             )
         if limit > LIST_LIMIT_MAX:
             return _error(400, "invalid_request", f"limit is at most {LIST_LIMIT_MAX}")
-        rows = await asyncio.to_thread(self._desk, lambda desk: desk.list(status, limit))
+        rows = await asyncio.to_thread(self._desk, lambda desk: desk.list(status, limit, caller.merchants))
         return web.json_response({"withdrawals": rows})
 
     async def _operator_act(  # noqa: PLR0911 - one per refusal
@@ -371,11 +371,15 @@ class Api:
         permission: str,
         act: Callable[[PgWithdrawalDesk, str, str, dict[str, Any]], Any],
     ) -> web.Response:
-        who = self._operator(request, permission)
-        if isinstance(who, web.Response):
-            return who
+        caller = self._caller(request, permission)
+        if isinstance(caller, web.Response):
+            return caller
+        who = caller.principal
         wid = request.match_info["wid"]
         if not _WID_RE.match(wid):
+            return _error(404, "not_found", "no such withdrawal")
+        owner = await asyncio.to_thread(self._desk, lambda desk: desk.merchant_of(wid))
+        if owner is None or not caller.sees(owner):  # another merchant's: as if unknown, nothing done
             return _error(404, "not_found", "no such withdrawal")
         body = await self._json(request)
         if isinstance(body, web.Response):
