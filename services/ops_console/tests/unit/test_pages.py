@@ -552,3 +552,32 @@ def test_a_refund_without_an_answer_keeps_the_form_so_sending_it_again_is_the_sa
         assert _nonce(text) != nonce and store.audits[-1][4] == "refused"
 
     run(scenario, extra={"payments": payments})
+
+
+def test_withdrawals_are_shown_of_the_operators_merchants_only() -> None:
+    """mt5-credit is asked for the operator (it scopes by their merchants); should it answer with
+    another merchant's withdrawal anyway, the console does not show it: not in the list, and its
+    page is 404 with no forms."""
+    mine, theirs = "wd_" + "a" * 32, "wd_" + "b" * 32
+    row = {"customer_id": "c", "mt5_login": 7401, "amount_minor": 500, "currency": "USD", "status": "held",
+           "prepared_by": None, "approved_by": None}  # fmt: skip
+    one = {**row, "destination_token": "pm_card_visa", "held_minor": 500, "source_payment_id": "pay_1",
+           "approval_required": True, "command_digest": None, "last_reason": None, "payout_failure": None,
+           "created_at": "2026-12-02T10:00:00+00:00", "updated_at": "2026-12-02T10:00:00+00:00",
+           "debit": None, "give_back": None}  # fmt: skip
+    listed = [{**row, "withdrawal_id": mine, "merchant_id": "broker-eu"},
+              {**row, "withdrawal_id": theirs, "merchant_id": "another-merchant"}]  # fmt: skip
+    credit = FakeApi("mt5-credit", [], reads={
+        "/v1/withdrawals": {"withdrawals": listed},
+        f"/v1/withdrawals/{mine}": {**one, "withdrawal_id": mine, "merchant_id": "broker-eu"},
+        f"/v1/withdrawals/{theirs}": {**one, "withdrawal_id": theirs, "merchant_id": "another-merchant"},
+    })  # fmt: skip
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        listed = await (await client.get("/withdrawals", headers=_as("carol"))).text()
+        assert mine in listed and theirs not in listed and "broker-eu" in listed
+        assert (await client.get(f"/withdrawals/{mine}", headers=_as("carol"))).status == 200
+        hidden = await client.get(f"/withdrawals/{theirs}", headers=_as("carol"))
+        assert hidden.status == 404 and 'id="prepare"' not in await hidden.text()
+
+    run(scenario, extra={"credit": credit})

@@ -672,9 +672,11 @@ class Console:
         else:
             try:
                 query = {"status": status} if status else {}
-                rows = (await self._credit_api().get(session.operator, "/v1/withdrawals", query))[
+                listed = (await self._credit_api().get(session.operator, "/v1/withdrawals", query))[
                     "withdrawals"
                 ]
+                # mt5-credit answers for the operator's merchants; a page never relies on one place
+                rows = [w for w in listed if w.get("merchant_id") in session.operator.merchants]
             except ServiceError as exc:
                 error = _said(exc)
         context = {"withdrawals": rows, "status": status, "statuses": WITHDRAWAL_STATUSES, "error": error}
@@ -694,6 +696,8 @@ class Console:
             if exc.status == 404:
                 raise web.HTTPNotFound(text="no such withdrawal") from None
             return self._page(request, "refused.html", {"why": _said(exc)}, exc.status)
+        if found.get("merchant_id") not in session.operator.merchants:  # mt5-credit scoped it too
+            raise web.HTTPNotFound(text="no such withdrawal")
         context = {"w": found, "error": error, "done": DONE.get(request.query.get("done", ""), "")}
         return self._page(request, "withdrawal.html", context, status)
 
