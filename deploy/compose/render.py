@@ -29,7 +29,7 @@ PUBLISHED: Final = frozenset({"api", "simulator", "monitor"})  # reached from th
 # the console also acts on each consumer's dead letters (backbone.consumer.dlq_http)
 DEADLETTERS: Final = "deadletters:view,deadletters:replay"
 OPERATORS: Final = {
-    "mt5-credit-operators": "withdrawals:view,withdrawals:prepare,withdrawals:approve",
+    "mt5-credit-operators": "deposits:view,withdrawals:view,withdrawals:prepare,withdrawals:approve",
     "reconciler-operators": "cases:view,cases:work,repairs:propose,repairs:approve",
     "ledger-api-tokens": "ledger:read,ledger:import",
 }
@@ -250,6 +250,14 @@ def write_secrets(target: Path = SECRETS_DIR) -> list[str]:
         f"console ledger:read,{DEADLETTERS},operators:assert"
         f" sha256:{hashlib.sha256(ledger_console.encode()).hexdigest()}\n"
     )
+    payment_console = plain.setdefault("console_payment_state", _token())
+    values["console-payment-state-token"] = payment_console
+    payment_sha = hashlib.sha256(payment_console.encode()).hexdigest()
+    values["payment-state-operators"] = f"console {DEADLETTERS},operators:assert sha256:{payment_sha}\n"
+    gateway_console = plain.setdefault("console_gateway", _token())
+    values["console-gateway-token"] = gateway_console
+    gateway_sha = hashlib.sha256(gateway_console.encode()).hexdigest()
+    values["webhook-gateway-api-tokens"] = f"console receipts:view,operators:assert sha256:{gateway_sha}\n"
     values["console-credit-merchant-tokens"] = f"broker-eu {values['mt5-credit-api-tokens'].split('=')[0]}\n"
     values["console-merchant-tokens"] = f"broker-eu {values['payment-state-api-tokens'].split('=')[0]}\n"
     written = []

@@ -59,7 +59,7 @@ SCALABLE: Final = frozenset({"consumer", "worker", "relay"})  # no fixed port of
 GROUPS: Final = {"sims": frozenset({"simulator"})}  # every other long-running kind is in "product"
 # people and callers of the local deployment; their tokens are generated once into secrets/tokens.json
 OPERATOR_PERMISSIONS: Final = {
-    "mt5-credit-operators": "withdrawals:view,withdrawals:prepare,withdrawals:approve",
+    "mt5-credit-operators": "deposits:view,withdrawals:view,withdrawals:prepare,withdrawals:approve",
     "reconciler-operators": "cases:view,cases:work,repairs:propose,repairs:approve",
     "ledger-api-tokens": "ledger:read,ledger:import",
 }
@@ -215,6 +215,8 @@ def ensure_secrets() -> Path:
         "console": _token(),
         "console_mt5_credit": _token(),
         "console_ledger": _token(),
+        "console_payment_state": _token(),
+        "console_gateway": _token(),
         **{f"{who}:console-password": _token() for who in CONSOLE_OPERATORS},
     }
     grown = not tokens_file.exists() or any(k not in tokens for k in wanted)
@@ -240,6 +242,15 @@ def ensure_secrets() -> Path:
         "console-reconciler-token": tokens["console"],
         "console-mt5-credit-token": tokens["console_mt5_credit"],
         "console-ledger-token": tokens["console_ledger"],
+        "console-payment-state-token": tokens["console_payment_state"],
+        "console-gateway-token": tokens["console_gateway"],
+        # payment-state's and the gateway's operator APIs: only the console acts there
+        "payment-state-operators": (
+            f"console {DEADLETTERS},operators:assert {_sha(tokens['console_payment_state'])}\n"
+        ),
+        "webhook-gateway-api-tokens": (
+            f"console receipts:view,operators:assert {_sha(tokens['console_gateway'])}\n"
+        ),
         "console-credit-merchant-tokens": f"{MERCHANT} {tokens['credit_merchant']}\n",
         "console-merchant-tokens": f"{MERCHANT} {tokens['merchant']}\n",
     }

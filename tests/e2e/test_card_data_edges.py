@@ -36,7 +36,7 @@ import pytest
 from aiohttp import web
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.dlq import ReplayContext
-from backbone.consumer.dlq_http import DeadLetterSource
+from backbone.consumer.dlq_http import DeadLetterSource, dead_letter_routes
 from backbone.health import Health
 from backbone.http import is_guarded
 from backbone.kafka.config import producer_config
@@ -106,6 +106,7 @@ def service_apps() -> dict[str, web.Application]:
     from reconciler.entrypoints.api import ReconApi  # noqa: PLC0415
     from reconciler.settings import ApiSettings as ReconApiSettings  # noqa: PLC0415
     from webhook_gateway.entrypoints.http import BodyLimits, make_app  # noqa: PLC0415
+    from webhook_gateway.entrypoints.reads import receipt_routes  # noqa: PLC0415
 
     # mt5-credit serves its operator routes (withdrawals, dead letters) only with an operators file
     operators = Path(tempfile.mkdtemp()) / "operators"
@@ -128,10 +129,21 @@ def service_apps() -> dict[str, web.Application]:
         load_settings(ApiSettings, env), load_settings(LedgerSettings, env), Tokens([]), Health()
     )
     return {
-        "payment_state": build_app(PaymentsApi(None, None, None, {}), Health(), 1024),
+        "payment_state": build_app(  # with its operators file: the consumer's dead letters too
+            PaymentsApi(None, None, None, {}),
+            Health(),
+            1024,
+            operator_routes=dead_letter_routes(
+                Tokens([]),
+                [DeadLetterSource("payment-state-inbound", env["DATABASE_URL"], no_replay)],
+                service="payment-state",
+            ),
+        ),
         "mt5_credit": CreditApi(load_settings(HttpSettings, env), None, Health()).app(),
         "ledger": ledger.app(),
-        "gateway": make_app(None, {}, Health(), body=BodyLimits(1024, 1.0)),
+        "gateway": make_app(  # with its tokens file: the operators' read API too
+            None, {}, Health(), body=BodyLimits(1024, 1.0), reads=receipt_routes(Tokens([]), None)
+        ),
         "reconciler": ReconApi(
             load_settings(ReconApiSettings, env),
             None,

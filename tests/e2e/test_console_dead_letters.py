@@ -3,7 +3,8 @@ consumer can decode land in the dead letters of every service consuming that top
 mt5-credit, reconciler); the console lists them per service and consumer and shows one beside its
 payload (escaped); alice (deadletter_replay) is told visibly when a form lacks a reason and when
 the ledger refuses a replay that still fails, then discards it with a reason, recorded at the
-ledger with who and why; bob (no deadletter_replay) is refused (403) and audited. Screenshots go to
+ledger with who and why; bob (no deadletter_replay) is refused (403) and audited. payment-state's
+consumer's letters are there too, through its own operator API. Screenshots go to
 /tmp/console-screenshots-h (CONSOLE_SCREENSHOTS overrides)."""
 
 from __future__ import annotations
@@ -122,3 +123,39 @@ def test_dead_letters_are_seen_refused_and_discarded_by_the_right_operator(runni
         driver.get(f"{base}/audit?operator=bob")
         assert "forbidden" in driver.find_element(By.ID, "audit").text
     assert _letters(running, "reconciler")[0][2] is None
+
+
+def test_payment_states_dead_letters_are_listed_and_discarded_with_the_others(running: System) -> None:
+    """Undecodable bytes on psp.provider-events become a dead letter of payment-state's consumer;
+    the console lists it under payment-state (through payment-state's own operator API, acting for
+    alice); a replay is refused by payment-state and shown, changing nothing; alice discards it with
+    a reason, recorded at payment-state with who and why."""
+    producer = Producer({"bootstrap.servers": running.stack.kafka_bootstrap})
+    producer.produce(running.prefix + "psp.provider-events", key=b"pay-dead-2", value=GARBAGE)
+    assert producer.flush(10) == 0
+    wait_until(lambda: len(_letters(running, "payment_state")) == 1, 90, "payment-state's dead letter")
+    [(letter_id, error_class, *_)] = _letters(running, "payment_state")
+    base = running.urls.console
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with chromium() as driver:
+        _login(driver, base, "alice")
+        driver.get(base + "/deadletters?service=payment-state")
+        listed = driver.find_element(By.ID, "deadletters").text
+        assert "payment-state payment-state-inbound" in listed, listed
+        assert running.prefix + "psp.provider-events" in listed and "ledger" not in listed
+        driver.save_screenshot(str(SHOTS / "25-payment-state-dead-letters.png"))
+        link = f'a[href="/deadletters/payment-state/payment-state-inbound/{letter_id}"]'
+        driver.find_element(By.CSS_SELECTOR, link).click()
+        assert "pay-dead-2" in driver.find_element(By.ID, "letter").text
+        _submit(driver, "replay", "try it again")
+        refused = driver.find_element(By.CLASS_NAME, "error").text
+        assert "The payment-state refused" in refused and error_class in refused, refused
+        assert _letters(running, "payment_state")[0][2] is None
+        _submit(driver, "discard", "garbage on the provider events topic")
+        assert "discarded" in driver.find_element(By.CLASS_NAME, "done").text
+        driver.save_screenshot(str(SHOTS / "26-payment-state-letter-discarded.png"))
+    assert _letters(running, "payment_state")[0][2:] == (
+        "discarded",
+        "alice",
+        "garbage on the provider events topic",
+    )

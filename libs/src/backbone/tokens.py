@@ -17,6 +17,12 @@ service's own rules (maker-checker, audit) see the person, not the console. Such
 ``X-Operator`` is refused: a console never acts as itself. A token without ``operators:assert``
 that sends ``X-Operator`` is refused too, so the header can never be smuggled past a service. Use
 ``Tokens.authenticate(headers)`` at the one place a service checks its callers.
+
+**The operator's merchants.** The front end also names the merchants the person may see, in
+``X-Operator-Merchants`` (comma-separated). A service that keeps records of several merchants
+answers such a caller only for those (``Caller.merchants``); a front end that names none gets
+none (fail closed). A service token's own caller has ``merchants = None``: it is not a person
+acting through a front end, and what it may see is its permissions' business alone.
 """
 
 from __future__ import annotations
@@ -34,12 +40,20 @@ PRINCIPAL_RE: Final = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 ASSERT: Final = "operators:assert"
 OPERATOR_HEADER: Final = "X-Operator"
 OPERATOR_PERMISSIONS_HEADER: Final = "X-Operator-Permissions"
+OPERATOR_MERCHANTS_HEADER: Final = "X-Operator-Merchants"
+MERCHANTS_MAX: Final = 100  # merchants one operator may carry in the header
 
 
 @dataclass(frozen=True, slots=True)
 class Caller:
     principal: str
     permissions: frozenset[str]
+    # the merchants an operator acting through a front end may see; None: a service token's own
+    merchants: frozenset[str] | None = None
+
+    def sees(self, merchant_id: str) -> bool:
+        """Whether a record of ``merchant_id`` may be shown to (or acted on by) this caller."""
+        return self.merchants is None or merchant_id in self.merchants
 
 
 class TokenFileError(ValueError):
@@ -87,7 +101,8 @@ class Tokens:
     def authenticate(self, headers: Mapping[str, str]) -> Caller | None:
         """The caller of a request from its headers (``Authorization: Bearer``, and for a front
         end's token the operator it acts for), or None: no valid token, a front end's token
-        without a well-formed operator, or an operator header from a token not allowed to send it.
+        without a well-formed operator (or merchants), or an operator header from a token not
+        allowed to send it.
         """
         scheme, _, token = headers.get("Authorization", "").partition(" ")
         caller = self.caller(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
@@ -99,4 +114,7 @@ class Tokens:
         if operator is None or PRINCIPAL_RE.fullmatch(operator) is None:
             return None
         asserted = frozenset(p for p in headers.get(OPERATOR_PERMISSIONS_HEADER, "").split(",") if p)
-        return Caller(operator, (asserted & caller.permissions) - {ASSERT})
+        merchants = frozenset(m for m in headers.get(OPERATOR_MERCHANTS_HEADER, "").split(",") if m)
+        if len(merchants) > MERCHANTS_MAX or not all(PRINCIPAL_RE.fullmatch(m) for m in merchants):
+            return None
+        return Caller(operator, (asserted & caller.permissions) - {ASSERT}, merchants)

@@ -51,12 +51,30 @@ def test_the_console_acts_only_for_an_operator(tokens: Tokens) -> None:
             **{"X-Operator": "alice", "X-Operator-Permissions": "cases:view,cases:work,operators:assert"},
         )
     )
-    assert caller == Caller("alice", frozenset({"cases:view"}))
+    assert caller == Caller("alice", frozenset({"cases:view"}), frozenset())
     assert tokens.authenticate(bearer(CONSOLE)) is None
     for bad in ("", "al ice", "x" * 65, "bob<script>"):
         assert tokens.authenticate(bearer(CONSOLE, **{"X-Operator": bad})) is None
     bare = tokens.authenticate(bearer(CONSOLE, **{"X-Operator": "bob"}))
-    assert bare == Caller("bob", frozenset())
+    assert bare == Caller("bob", frozenset(), frozenset())
+
+
+def test_an_operator_sees_the_merchants_the_front_end_names_and_no_others(tokens: Tokens) -> None:
+    """The operator's merchants come from X-Operator-Merchants; none named is none seen (fail
+    closed); a malformed merchant or too many refuse the caller; a service token's own caller is
+    not merchant-scoped, and the header cannot scope (or widen) it either."""
+    alice = tokens.authenticate(
+        bearer(CONSOLE, **{"X-Operator": "alice", "X-Operator-Merchants": "broker-eu,broker-uk"})
+    )
+    assert alice is not None and alice.merchants == frozenset({"broker-eu", "broker-uk"})
+    assert alice.sees("broker-eu") and not alice.sees("broker-asia")
+    nobody = tokens.authenticate(bearer(CONSOLE, **{"X-Operator": "bob"}))
+    assert nobody is not None and not nobody.sees("broker-eu")
+    for bad in ("broker eu", "<b>", ",".join(f"m{i}" for i in range(101))):
+        headers = {"X-Operator": "alice", "X-Operator-Merchants": bad}
+        assert tokens.authenticate(bearer(CONSOLE, **headers)) is None
+    service = tokens.authenticate(bearer(VIEWER, **{"X-Operator-Merchants": "broker-uk"}))
+    assert service is not None and service.merchants is None and service.sees("broker-eu")
 
 
 def test_a_file_with_an_unknown_permission_is_refused(tmp_path: Path) -> None:

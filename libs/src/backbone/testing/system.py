@@ -53,7 +53,7 @@ CONSOLE_PASSWORD: Final = "system operator password"  # noqa: S105 - a test valu
 CONSOLE_OPERATORS: Final = {  # name -> (console permissions, merchants)
     "alice": (
         "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve,"
-        "deadletter_replay",
+        "deadletter_replay,refund",
         MERCHANT,
     ),
     "bob": ("view,case_work,repair_approve,withdrawal_approve", MERCHANT),
@@ -286,7 +286,14 @@ class System:
     def _start_gateway(self) -> None:
         url, port = self._db("webhook_gateway"), free_port()
         self.urls.gateway = f"http://127.0.0.1:{port}"
-        env = {"DATABASE_URL": url, "SIMPSP_WEBHOOK_SECRET": WEBHOOK_SECRET, "HTTP_PORT": str(port)}
+        tokens = self.workdir / "gateway-api-tokens"  # the console reads a payment's receipts
+        tokens.write_text(f"console receipts:view,operators:assert sha256:{_sha(CONSOLE_TOKEN)}\n")
+        env = {
+            "DATABASE_URL": url,
+            "SIMPSP_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "HTTP_PORT": str(port),
+            "GATEWAY_API_TOKENS_FILE": str(tokens),
+        }
         self._run("gateway-api", ["-m", "webhook_gateway", "api"], env)
         self._run("gateway-relay", ["-m", "webhook_gateway", "relay"], {"DATABASE_URL": url, **RELAY_ENV})
 
@@ -311,8 +318,13 @@ class System:
         self.urls.payment_state = f"http://127.0.0.1:{port}"
         db = {"DATABASE_URL": url}
         psp = {"PSP_BASE_URL": self.urls.psp, "PSP_API_KEY": PSP_API_KEY, "PSP_TIMEOUT_MS": "2000"}
+        operators = self.workdir / "payment_state-operators"  # the console acts on its dead letters
+        operators.write_text(
+            f"console deadletters:view,deadletters:replay,operators:assert sha256:{_sha(CONSOLE_TOKEN)}\n"
+        )
         api_env = {
             **db,
+            "PAYMENT_STATE_OPERATORS_FILE": str(operators),
             "PAYMENT_STATE_API_TOKENS": f"{MERCHANT_TOKEN}={MERCHANT}",
             "PAYMENT_STATE_HTTP_PORT": str(port),
             "PAYMENT_STATE_DB_POOL_SIZE_MAX": "4",
@@ -339,7 +351,7 @@ class System:
                 f"{who} {perms} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
                 for who, (token, perms) in CREDIT_OPERATORS.items()
             )
-            + "console withdrawals:view,withdrawals:prepare,withdrawals:approve,"
+            + "console deposits:view,withdrawals:view,withdrawals:prepare,withdrawals:approve,"
             "deadletters:view,deadletters:replay,operators:assert"
             f" sha256:{hashlib.sha256(CONSOLE_TOKEN.encode()).hexdigest()}\n"
         )
@@ -471,6 +483,9 @@ class System:
                 else {}
             ),
             "CONSOLE_MERCHANT_TOKENS_FILE": str(merchants),
+            "CONSOLE_PAYMENT_STATE_TOKEN": CONSOLE_TOKEN,
+            "CONSOLE_GATEWAY_URL": self.urls.gateway,
+            "CONSOLE_GATEWAY_TOKEN": CONSOLE_TOKEN,
             "CONSOLE_COOKIE_SECURE": "false",  # plain http on 127.0.0.1
         }
         self._run("ops-console", ["-m", "ops_console", "serve"], env)
@@ -716,6 +731,10 @@ class System:
 def new_key() -> str:
     """A fresh Idempotency-Key."""
     return f"k-{uuid.uuid4().hex}"
+
+
+def _sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _answers(url: str) -> bool:

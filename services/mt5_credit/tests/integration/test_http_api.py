@@ -11,14 +11,26 @@ import pytest
 from backbone.postgres import connect
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import Stack, free_port
-from mt5_credit.testing import ADMIN, TOKEN_A, TOKEN_B, Client, answers, credit_database
+from backbone.tokens import token_hash
+from mt5_credit.adapters.postgres_store import PgCreditStore
+from mt5_credit.testing import ADMIN, TOKEN_A, TOKEN_B, Client, answers, credit_database, new_row
+
+CONSOLE = "console-token-0123456789"  # acts for the operator it names (backbone.tokens)
+STAFF = "staff-token-0123456789"  # a person's own token at this service: every merchant
 
 
 @pytest.fixture
 def api(stack: Stack, tmp_path: Path) -> Iterator[tuple[Client, str]]:
     with credit_database(stack.pg_admin_url) as url:
         port = free_port()
+        operators = tmp_path / "operators"
+        operators.write_text(
+            f"console deposits:view,withdrawals:view,operators:assert sha256:{token_hash(CONSOLE)}\n"
+            f"staff deposits:view sha256:{token_hash(STAFF)}\n"
+            f"viewer withdrawals:view sha256:{token_hash('viewer-token-0123456789')}\n"
+        )
         env = {
+            "MT5_CREDIT_OPERATORS_FILE": str(operators),
             **os.environ,
             "DATABASE_URL": url,
             "HTTP_PORT": str(port),
@@ -193,3 +205,70 @@ def test_the_api_has_no_way_to_credit(api: tuple[Client, str]) -> None:
         assert status in (404, 405), (method, path, status)
     with connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM mt5_credits").fetchone() == (0,)
+
+
+def _as(operator: str, merchants: str, permissions: str = "deposits:view") -> dict[str, str]:
+    return {"X-Operator": operator, "X-Operator-Permissions": permissions, "X-Operator-Merchants": merchants}
+
+
+def test_an_operator_finds_the_deposits_on_a_login_of_their_merchants_only(api: tuple[Client, str]) -> None:
+    """``GET /v1/deposits?mt5_login=`` (deposits:view) lists the login's deposits newest first with
+    their credit rows (the payment each names): the console acting for an operator of merchant-a
+    sees merchant-a's only, one of both merchants sees both, one of neither sees none, a person's
+    own token sees every merchant; another login's deposits are never listed."""
+    client, url = api
+    _map(client, 5001, "cust-1")
+    _map(client, 5002, "cust-1")
+    body = {"customer_id": "cust-1", "mt5_login": 5001, "amount_minor": 100, "currency": "USD"}
+    ref_a = client.call("POST", "/deposit-intents", body, key="k-login-a1")[1]["deposit_reference"]
+    ref_b = client.call("POST", "/deposit-intents", body, key="k-login-b1", token=TOKEN_B)[1][
+        "deposit_reference"
+    ]
+    client.call("POST", "/deposit-intents", {**body, "mt5_login": 5002}, key="k-login-a2")
+    with connect(url, autocommit=True) as conn:
+        PgCreditStore(conn).insert_row(
+            new_row("payment:simpsp:pi_a", ref_a, 100),
+            payment_id="pay_a",
+            provider="simpsp",
+            provider_payment_id="pi_a",
+            source_reference=None,
+        )
+    status, found = client.call(
+        "GET", "/v1/deposits?mt5_login=5001", token=CONSOLE, headers=_as("alice", "merchant-a")
+    )
+    assert status == 200 and found["mt5_login"] == 5001
+    [deposit] = found["deposits"]
+    assert (deposit["deposit_reference"], deposit["merchant_id"], deposit["amount_minor"]) == (
+        ref_a,
+        "merchant-a",
+        100,
+    )
+    assert [(c["kind"], c["status"], c["payment_id"]) for c in deposit["credits"]] == [
+        ("credit", "pending", "pay_a")
+    ]
+    both = client.call(
+        "GET", "/v1/deposits?mt5_login=5001", token=CONSOLE, headers=_as("bob", "merchant-a,merchant-b")
+    )
+    assert [d["deposit_reference"] for d in both[1]["deposits"]] == [ref_b, ref_a]  # newest first
+    assert both[1]["deposits"][0]["credits"] == []  # not captured yet
+    none = client.call("GET", "/v1/deposits?mt5_login=5001", token=CONSOLE, headers=_as("eve", ""))
+    assert none == (200, {"mt5_login": 5001, "deposits": []})
+    staff = client.call("GET", "/v1/deposits?mt5_login=5001&limit=1", token=STAFF)
+    assert [d["deposit_reference"] for d in staff[1]["deposits"]] == [ref_b]
+
+
+def test_deposits_on_a_login_refuse_bad_queries_and_callers(api: tuple[Client, str]) -> None:
+    """A missing, malformed or unknown parameter or too big a page is 400 invalid_request; a
+    merchant's token, no operator token or an operator without deposits:view is 401/403; nothing
+    is written either way."""
+    client, url = api
+    for query in ("", "?mt5_login=", "?mt5_login=abc", "?mt5_login=-1", "?mt5_login=0",
+                  "?mt5_login=5001&limit=101", "?mt5_login=5001&merchant=merchant-b"):  # fmt: skip
+        status, answer = client.call("GET", f"/v1/deposits{query}", token=STAFF)
+        assert (status, answer["error"]["code"]) == (400, "invalid_request"), query
+    assert client.call("GET", "/v1/deposits?mt5_login=5001")[0] == 401  # a merchant's token
+    assert client.call("GET", "/v1/deposits?mt5_login=5001", token="viewer-token-0123456789")[0] == 403
+    no_view = _as("alice", "merchant-a", "withdrawals:view")
+    assert client.call("GET", "/v1/deposits?mt5_login=5001", token=CONSOLE, headers=no_view)[0] == 403
+    with connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM deposit_intents").fetchone() == (0,)

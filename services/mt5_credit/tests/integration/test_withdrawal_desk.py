@@ -4,16 +4,20 @@ one free margin, and maker-checker with single-use approval bound to the exact w
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
-from backbone.mt5.testing import SimulatorProcess, running_simulator
+from backbone.mt5.testing import MANAGER_LOGIN, MANAGER_PASSWORD, SimulatorProcess, running_simulator
 from backbone.postgres import connect
-from backbone.testing.stack import Stack
+from backbone.testing.processes import Proc, wait_until
+from backbone.testing.stack import Stack, free_port
+from backbone.tokens import token_hash
 from mt5_credit.adapters.mt5 import GatewayMt5
 from mt5_credit.adapters.pg_withdrawals import Accepted, DeskConfig, PgWithdrawalDesk
 from mt5_credit.adapters.postgres_store import PgCreditStore
@@ -21,13 +25,15 @@ from mt5_credit.bootstrap import outbox_writer
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow
 from mt5_credit.domain.model import CreditKind
 from mt5_credit.domain.withdrawals import Refusal, WithdrawalRequest
-from mt5_credit.testing import credit_database
+from mt5_credit.testing import Client, answers, credit_database
 
 pytestmark = pytest.mark.integration
 GROUP = "real\\usd"
 LOGIN, OTHER_LOGIN, DISABLED_LOGIN = 7001, 7002, 7003
 CARD = "pm_card_visa"
 CONFIG = DeskConfig(approval_above_minor=0, margin_level_floor_pct=Decimal(100))
+CONSOLE = "console-token-0123456789"  # acts for the operator it names (backbone.tokens)
+STAFF = "staff-token-0123456789"  # a person's own token: no merchant scope
 
 
 @pytest.fixture(scope="module")
@@ -247,3 +253,77 @@ def test_rejected_before_approval_releases_the_hold(world: tuple[str, int], mt5:
         assert isinstance(rejected, dict) and rejected["status"] == "rejected"
         assert desk.held_minor(login) == 0
         assert isinstance(desk.prepare(wid, "bob", "late"), Refusal)
+
+
+def test_operators_see_and_act_on_their_merchants_withdrawals_only(
+    world: tuple[str, int], mt5: GatewayMt5, sim: SimulatorProcess, tmp_path: Path
+) -> None:
+    """Over the API as a real process, the console acting for an operator of merchant m1 lists,
+    reads and prepares m1's withdrawal; for an operator of another merchant the same withdrawal is
+    not listed, not found (404) and cannot be prepared (404, nothing changes); a person's own token
+    (no merchant named) sees every merchant's, as before."""
+    url, login = world
+    with connect(url, autocommit=True) as conn:
+        accepted = _desk(conn, mt5).request(_req(login), "key-scope-0001")
+        assert isinstance(accepted, Accepted)
+    wid = accepted.view["withdrawal_id"]
+    operators = tmp_path / "operators"
+    operators.write_text(
+        f"console withdrawals:view,withdrawals:prepare,operators:assert sha256:{token_hash(CONSOLE)}\n"
+        f"staff withdrawals:view sha256:{token_hash(STAFF)}\n"
+    )
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "HTTP_PORT": str(port),
+        "MT5_CREDIT_API_TOKENS": "merchant-token-0123456789=m1",
+        "MT5_CREDIT_ADMIN_TOKEN": "admin-token-0123456789",
+        "MT5_CREDIT_OPERATORS_FILE": str(operators),
+        "MT5_WEBAPI_URL": sim.url,
+        "MT5_MANAGER_LOGIN": str(MANAGER_LOGIN),
+        "MT5_MANAGER_PASSWORD": MANAGER_PASSWORD,
+    }
+    proc = Proc(["-m", "mt5_credit", "api"], env, tmp_path / "api.log")
+    client = Client(f"http://127.0.0.1:{port}")
+    try:
+        wait_until(lambda: answers(client), timeout_s=20, what="mt5_credit api")
+        mine, theirs = _acting("alice", "m1"), _acting("eve", "m2")
+        assert [
+            w["withdrawal_id"]
+            for w in client.call("GET", "/v1/withdrawals", token=CONSOLE, headers=mine)[1]["withdrawals"]
+        ] == [wid]
+        assert client.call("GET", "/v1/withdrawals", token=CONSOLE, headers=theirs) == (
+            200,
+            {"withdrawals": []},
+        )
+        assert client.call("GET", f"/v1/withdrawals/{wid}", token=CONSOLE, headers=theirs)[0] == 404
+        assert (
+            client.call("GET", f"/v1/withdrawals/{wid}", token=CONSOLE, headers=mine)[1]["merchant_id"]
+            == "m1"
+        )
+        refused = client.call(
+            "POST", f"/v1/withdrawals/{wid}/prepare", {"reason": "x"}, token=CONSOLE, headers=theirs
+        )
+        assert refused[0] == 404
+        with connect(url, autocommit=True) as conn:
+            assert conn.execute(
+                "SELECT status FROM withdrawals WHERE withdrawal_id = %s", (wid,)
+            ).fetchone() == ("held",)
+        done = client.call(
+            "POST", f"/v1/withdrawals/{wid}/prepare", {"reason": "checked"}, token=CONSOLE, headers=mine
+        )
+        assert done[0] == 200 and done[1]["prepared_by"] == "alice"
+        assert [
+            w["withdrawal_id"] for w in client.call("GET", "/v1/withdrawals", token=STAFF)[1]["withdrawals"]
+        ] == [wid]
+    finally:
+        proc.kill()
+
+
+def _acting(operator: str, merchants: str) -> dict[str, str]:
+    return {
+        "X-Operator": operator,
+        "X-Operator-Permissions": "withdrawals:view,withdrawals:prepare",
+        "X-Operator-Merchants": merchants,
+    }

@@ -53,8 +53,24 @@ class ConsoleSettings:
         secret=True,
         doc="the console's token at the ledger (operators:assert + ledger:read)",
     )
+    gateway_url: str | None = setting(
+        "CONSOLE_GATEWAY_URL", None, doc="the webhook gateway's API (a deposit's webhooks)"
+    )
+    gateway_token: Secret | None = setting(
+        "CONSOLE_GATEWAY_TOKEN",
+        None,
+        secret=True,
+        doc="the console's token at the gateway (operators:assert + receipts:view)",
+    )
     payment_state_url: str | None = setting(
         "CONSOLE_PAYMENT_STATE_URL", None, doc="payment-state's API; unset: no deposit search"
+    )
+    payment_state_token: Secret | None = setting(
+        "CONSOLE_PAYMENT_STATE_TOKEN",
+        None,
+        secret=True,
+        doc="the console's token at payment-state's operator API (operators:assert + deadletters:*);"
+        " unset: no payment-state dead letters",
     )
     merchant_tokens_file: Path | None = setting(
         "CONSOLE_MERCHANT_TOKENS_FILE", None, doc="lines '<merchant_id> <token>' for payment-state"

@@ -7,8 +7,14 @@ from datetime import UTC, datetime, time
 from zoneinfo import ZoneInfo
 
 import pytest
-from ops_console.domain import display, permissions
-from ops_console.domain.operators import BadOperator, check_username, hash_password, password_matches
+from ops_console.domain import display, permissions, refunds, search
+from ops_console.domain.operators import (
+    BadOperator,
+    check_merchant,
+    check_username,
+    hash_password,
+    password_matches,
+)
 from ops_console.domain.permissions import Permission
 
 UTC_CLOCK = display.Clock(ZoneInfo("UTC"), time(0))
@@ -117,3 +123,48 @@ def test_how_long_something_has_waited() -> None:
     assert display.age(timedelta(hours=2)) == "2 h 0 min"
     assert display.age(timedelta(days=1, hours=2, minutes=5)) == "1 d 2 h 5 min"
     assert display.age(timedelta(seconds=-30)) == "0 min"
+
+
+def test_a_search_is_a_login_a_reference_or_refused() -> None:
+    """Digits only (no leading zero) are an MT5 login, up to the largest bigint; our ids, deposit
+    references and the PSP's pi_… ids are references; markup, inner spaces, empty text or more than
+    100 characters are refused with the reason, so nothing is sent anywhere."""
+    assert search.classify(" 7401 ") == search.Login(7401)
+    assert search.classify(str(2**63 - 1)) == search.Login(2**63 - 1)
+    assert isinstance(search.classify(str(2**63)), search.Malformed)
+    for reference in ("pay_01J9", "dpi_abc", "pi_3Nx", "0123"):
+        assert search.classify(reference) == search.Reference(reference)
+    for bad in ("<b>x</b>", "pay 1", "x" * 101, "", "  "):
+        assert isinstance(search.classify(bad), search.Malformed), bad
+
+
+def test_a_merchant_is_a_name_the_services_accept() -> None:
+    """An operator's merchants travel to the services in X-Operator-Merchants: a merchant with a
+    comma, a space or markup (which would split or break the header) is refused when the operator
+    is added, naming it."""
+    assert check_merchant("broker-eu") == "broker-eu"
+    for bad in ("a,b", "broker eu", "<b>", "", "x" * 65):
+        with pytest.raises(BadOperator, match="merchant"):
+            check_merchant(bad)
+
+
+def test_a_refunds_idempotency_key_is_the_form_and_who_asked() -> None:
+    """The same operator, merchant, payment and form nonce give the same key (a double submit is
+    one refund); any of them different gives another; the key fits payment-state's rule (printable,
+    at most 255); a nonce that is not 32 hex digits is refused. The reason kept at payment-state
+    names who asked, cut to what it stores."""
+    key = refunds.idempotency_key("rita", "broker-eu", "pay_1", "a" * 32)
+    assert key == refunds.idempotency_key("rita", "broker-eu", "pay_1", "a" * 32)
+    assert len(key) <= 255 and key.isascii() and key.isprintable() and " " not in key
+    others = {
+        refunds.idempotency_key("bob", "broker-eu", "pay_1", "a" * 32),
+        refunds.idempotency_key("rita", "broker-uk", "pay_1", "a" * 32),
+        refunds.idempotency_key("rita", "broker-eu", "pay_2", "a" * 32),
+        refunds.idempotency_key("rita", "broker-eu", "pay_1", "b" * 32),
+    }
+    assert key not in others and len(others) == 4
+    for bad in ("", "A" * 32, "a" * 31, "g" * 32):
+        with pytest.raises(refunds.BadNonce):
+            refunds.idempotency_key("rita", "broker-eu", "pay_1", bad)
+    kept = refunds.reason_for_payment_state("rita", "x" * 600)
+    assert kept.startswith("rita (ops console): ") and len(kept) == 500

@@ -13,6 +13,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from backbone.consumer.settings import ConsumerSettings
@@ -92,6 +93,37 @@ class ApiSettings:
     )
     read_pool_size_max: int = setting(
         "PAYMENT_STATE_READ_POOL_SIZE_MAX", 4, doc="connections (and threads) for status reads"
+    )
+    operators_file: Path | None = setting(
+        "PAYMENT_STATE_OPERATORS_FILE",
+        None,
+        doc="lines '<operator> <permission,...> sha256:<hex of the token>' (backbone.tokens):"
+        " deadletters:view|replay on the consumer's dead letters (GET /v1/dead-letters); unset: none",
+    )
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What the API needs to replay the consumer's dead letters through the consumer's own handler
+    (``PAYMENT_STATE_OPERATORS_FILE`` set): the consumer's name and topics, the same variables and
+    defaults as ``InboundSettings`` (the API needs no Kafka: a replay writes the outbox)."""
+
+    consumer_name: str = setting("CONSUMER_NAME", DEFAULT_CONSUMER_NAME, doc="the consumer's dedup namespace")
+    events_topic: str = setting("PAYMENT_STATE_EVENTS_TOPIC", DEFAULT_EVENTS_TOPIC, check=kafka_topic)
+    commands_topic: str = setting("PAYMENT_STATE_COMMANDS_TOPIC", DEFAULT_COMMANDS_TOPIC, check=kafka_topic)
+    payout_commands_topic: str = setting(
+        "PAYMENT_STATE_PAYOUT_COMMANDS_TOPIC", DEFAULT_PAYOUT_COMMANDS_TOPIC, check=kafka_topic
+    )
+    provider_events_topic: str = setting(
+        "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC", DEFAULT_PROVIDER_EVENTS_TOPIC, check=kafka_topic
+    )
+    repairs_topic: str = setting("PAYMENT_STATE_REPAIRS_TOPIC", DEFAULT_REPAIRS_TOPIC, check=kafka_topic)
+    repair_outcomes_topic: str = setting(
+        "PAYMENT_STATE_REPAIR_OUTCOMES_TOPIC", DEFAULT_REPAIR_OUTCOMES_TOPIC, check=kafka_topic
+    )
+    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp", check=known_provider)
+    merchant_providers: str = setting(
+        "PAYMENT_STATE_MERCHANT_PROVIDERS", "", check=check_merchant_providers, doc="as the api's"
     )
 
 

@@ -117,6 +117,33 @@ def test_a_merchant_never_sees_another_merchants_payment(service: Service, api: 
     assert api.post(f"/payments/{payment_id}/capture", {}, key="shared-key").status == 202
 
 
+def test_a_payment_is_found_by_its_psp_reference_for_its_merchant_only(service: Service, api: Http) -> None:
+    """``GET /payments?provider_payment_id=pi_…`` finds the merchant's payment with its operations
+    (what ``GET /payments/{id}`` shows); another merchant's search, or an unknown reference, is an
+    empty list; a missing, repeated, malformed or unknown parameter is 400 invalid_query and
+    changes nothing."""
+    payment_id = authorized(service, api)
+    found = api.get(f"/payments?provider_payment_id=pi_{payment_id}")
+    assert found.status == 200, found
+    assert found.body["payments"] == [api.get(f"/payments/{payment_id}").body["payment"]]
+    assert found.body["payments"][0]["provider_payment_id"] == f"pi_{payment_id}"
+    assert api.get(f"/payments?provider_payment_id=pi_{payment_id}", token=TOKEN_B).body == {"payments": []}
+    assert api.get("/payments?provider_payment_id=pi_nobody").body == {"payments": []}
+    before = service.counts()
+    for query in (
+        "",
+        "?provider_payment_id=",
+        "?provider_payment_id=pi<script>",
+        f"?provider_payment_id=pi_{'x' * 300}",
+        f"?provider_payment_id=pi_{payment_id}&provider_payment_id=pi_2",
+        f"?provider_payment_id=pi_{payment_id}&merchant_id=other",
+    ):
+        bad = api.get(f"/payments{query}")
+        assert (bad.status, bad.code) == (400, "invalid_query"), (query, bad)
+    assert api.get(f"/payments?provider_payment_id=pi_{payment_id}", token=None).status == 401
+    assert service.counts() == before
+
+
 def _big_body() -> bytes:
     return b'{"amount_minor": 1, "pad": "' + b"x" * 20_000 + b'"}'
 

@@ -18,10 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backbone.postgres import connect
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import free_port
 from backbone.tokens import token_hash
-from reconciler.testing.world import DAY, World
+from reconciler.adapters.pg_store import CASE_PAYMENT_REFS
+from reconciler.adapters.tables import cases
+from reconciler.testing.world import DAY, SettlementLine, World, at
+from sqlalchemy import func, select
+from sqlalchemy.dialects import postgresql
 
 pytestmark = pytest.mark.integration
 VIEWER, WORKER = "viewer-token-0123456789abcdef", "worker-token-0123456789abcdef"
@@ -121,6 +126,41 @@ def test_runs_cases_and_acknowledge(api: tuple[Api, World]) -> None:
     again = client.call(f"/v1/cases/{case['id']}/acknowledge", token=WORKER, body={"note": "again"})
     assert again == (200, {"case_id": case["id"], "status": "acknowledged"})
     assert len(client.call(f"/v1/cases/{case['id']}")[1]["history"]) == len(history)
+
+
+def test_a_payments_cases_are_found_by_our_id_or_the_psps(api: tuple[Api, World]) -> None:
+    """``payment_id`` finds the cases whose records name our payment (a money fact the PSP did not
+    settle: internal_only), ``provider_payment_id`` those naming the PSP's (a settlement row we have
+    no fact for: external_only), both together either; a clean payment has none; a malformed or
+    repeated one is 400; the search is answered by the cases_payment_refs index."""
+    client, world = api
+    world.deposit(1)
+    world.deposit(2, settled=False)
+    world.settlement.append(
+        SettlementLine("txn_9", "charge", "pi_9", "ch_9", "pay-9", "USD", 7_000, 270, "po_1", at(DAY, 11))
+    )
+    world.publish_reports()
+    assert world.classes(world.run()) == ["external_only", "internal_only"]
+
+    def classes(query: str) -> list[str]:
+        status, body = client.call(f"/v1/cases?{query}")
+        assert status == 200, body
+        return sorted(c["case_class"] for c in body["cases"])
+
+    assert classes("payment_id=pay-2") == ["internal_only"]
+    assert classes("provider_payment_id=pi_9") == ["external_only"]
+    assert classes("payment_id=pay-2&provider_payment_id=pi_9") == ["external_only", "internal_only"]
+    assert classes("payment_id=pay-1&provider_payment_id=pi_1") == []
+    assert classes("payment_id=pay-2&status=resolved") == []
+    for bad in ("payment_id=<b>", "payment_id=pay-1&payment_id=pay-2", f"provider_payment_id={'x' * 101}"):
+        status, body = client.call(f"/v1/cases?{bad}")
+        assert (status, body["error"]) == (400, "bad_query"), bad
+    query = select(cases.c.id).where(CASE_PAYMENT_REFS.op("@>")(func.jsonb_build_array("pay-2")))
+    sql = str(query.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
+    with connect(world.url) as conn:
+        conn.execute("SET enable_seqscan = off")  # a handful of rows: say whether the index *can* answer
+        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {sql}"))
+    assert "cases_payment_refs" in plan, plan
 
 
 @pytest.mark.parametrize(

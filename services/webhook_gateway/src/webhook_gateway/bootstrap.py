@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,12 +15,15 @@ from backbone.kafka.topics import TopicCatalogue
 from backbone.outage import Dependency
 from backbone.outbox import OutboxWriter
 from backbone.postgres import make_async_pool
+from backbone.tokens import Tokens
 from psycopg_pool import AsyncConnectionPool
 
 from webhook_gateway.adapters.postgres_store import BATCH_BYTES_MAX, BatchLimits, PostgresReceiptStore
 from webhook_gateway.application.ingest import IngestWebhook, ReceiptStore
 from webhook_gateway.domain.providers import ProviderConfig
 from webhook_gateway.entrypoints.http import BodyLimits, make_app
+from webhook_gateway.entrypoints.reads import PERMISSIONS as READ_PERMISSIONS
+from webhook_gateway.entrypoints.reads import receipt_routes
 from webhook_gateway.settings import GatewaySettings
 
 SERVICE_NAME = "webhook_gateway"  # as in schemas/topics.toml (the producer of psp.provider-events)
@@ -67,6 +70,7 @@ def build_app(
     clock: Callable[[], float] = time.time,
     providers: Mapping[str, ProviderConfig] | None = None,
     database: Dependency | None = None,
+    reads: Sequence[web.RouteDef] = (),
 ) -> web.Application:
     ingest = IngestWebhook(store, clock=clock, tolerance_s=settings.tolerance_s)
     return make_app(
@@ -75,6 +79,7 @@ def build_app(
         health,
         body=BodyLimits(settings.body_max_bytes, settings.body_timeout_ms / 1000),
         database=database,
+        reads=reads,
     )
 
 
@@ -99,7 +104,12 @@ async def bootstrap(settings: GatewaySettings, health: Health) -> Gateway:
     timeout_s = settings.db_timeout_ms / 1000
     store = PostgresReceiptStore(pool, outbox_writer(), timeout_s=timeout_s, limits=limits)
     database = Dependency("database", SERVICE_NAME, health, up=False)  # not ready before the first probe
-    app = build_app(settings, store, health, database=database)
+    reads = (
+        receipt_routes(Tokens.load(settings.api_tokens_file, READ_PERMISSIONS), pool)
+        if settings.api_tokens_file is not None
+        else []
+    )
+    app = build_app(settings, store, health, database=database, reads=reads)
     watch(app, health, _probe(pool), database, interval_s=settings.db_probe_interval_ms / 1000)
     await pool.open(wait=False)
     store.start()

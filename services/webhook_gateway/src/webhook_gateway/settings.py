@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 from backbone.psp.signature import SigningSecrets
@@ -62,6 +63,12 @@ class GatewaySettings:
         "SHUTDOWN_GRACE_MS", 10_000, doc="on SIGTERM, how long in-flight requests may take to finish"
     )
     log_level: str = setting("LOG_LEVEL", "INFO")
+    api_tokens_file: Path | None = setting(
+        "GATEWAY_API_TOKENS_FILE",
+        None,
+        doc="lines '<principal> <permission,...> sha256:<hex>' (backbone.tokens): receipts:view reads"
+        " a payment's receipts (GET /v1/receipts); unset: no read API",
+    )
 
     def providers(self) -> dict[str, ProviderConfig]:
         """Every provider with its secrets, by name (the ``{provider}`` path segment)."""

@@ -267,6 +267,7 @@ class PgWithdrawalDesk:
         assert extra is not None
         view: dict[str, Any] = {
             "withdrawal_id": w.withdrawal_id,
+            "merchant_id": w.merchant_id,
             "customer_id": w.customer_id,
             "mt5_login": w.mt5_login,
             "amount_minor": w.amount_minor,
@@ -315,12 +316,24 @@ class PgWithdrawalDesk:
     def held_minor(self, login: int) -> int:
         return self._held(login)
 
-    def list(self, status: WithdrawalStatus | None, limit: int) -> list[dict[str, Any]]:
+    def merchant_of(self, wid: str) -> str | None:
+        """Whose withdrawal ``wid`` is (it never changes), or None when there is no such one."""
+        row = self._conn.execute(
+            "SELECT merchant_id FROM withdrawals WHERE withdrawal_id = %s", (wid,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def list(
+        self, status: WithdrawalStatus | None, limit: int, merchants: frozenset[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` withdrawals (of ``status``), of ``merchants`` only (None: all)."""
+        scope = None if merchants is None else sorted(merchants)
         rows = self._conn.execute(
             f"""SELECT {WITHDRAWAL_COLUMNS} FROM withdrawals w
-                WHERE %(status)s::text IS NULL OR w.status = %(status)s
+                WHERE (%(status)s::text IS NULL OR w.status = %(status)s)
+                  AND (%(merchants)s::text[] IS NULL OR w.merchant_id = ANY(%(merchants)s))
                 ORDER BY w.created_at DESC LIMIT %(limit)s""",
-            {"status": None if status is None else status.value, "limit": limit},
+            {"status": None if status is None else status.value, "limit": limit, "merchants": scope},
         ).fetchall()
         out = []
         for r in rows:
@@ -328,6 +341,7 @@ class PgWithdrawalDesk:
             out.append(
                 {
                     "withdrawal_id": w.withdrawal_id,
+                    "merchant_id": w.merchant_id,
                     "customer_id": w.customer_id,
                     "mt5_login": w.mt5_login,
                     "amount_minor": w.amount_minor,

@@ -1,4 +1,5 @@
-"""The HTTP API (aiohttp): account mapping (admin), deposit intents (server callers), credit status.
+"""The HTTP API (aiohttp): account mapping (admin), deposit intents (server callers), credit status;
+for operators (``backbone.tokens``): a login's deposits, withdrawals, dead letters.
 
 Callers authenticate with bearer tokens from settings; a merchant sees only its own intents and
 credits (404 otherwise). Card data anywhere in a request is refused before any handler runs
@@ -32,10 +33,11 @@ from backbone.outage import Dependency
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import make_async_pool, make_pool
 from backbone.settings import load_settings_or_exit
-from backbone.tokens import Tokens
+from backbone.tokens import Caller, Tokens
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from mt5_credit import bootstrap
+from mt5_credit.adapters import pg_reads
 from mt5_credit.adapters.mt5 import GatewayMt5
 from mt5_credit.adapters.pg_withdrawals import Accepted, DeskConfig, PgWithdrawalDesk, TradeStatePort
 from mt5_credit.adapters.postgres_store import PgCreditStore
@@ -59,7 +61,8 @@ def _error(status: int, code: str, message: str) -> web.Response:
 
 
 OPERATOR_PERMISSIONS: Final = (
-    frozenset({"withdrawals:view", "withdrawals:prepare", "withdrawals:approve"}) | dlq_http.PERMISSIONS
+    frozenset({"deposits:view", "withdrawals:view", "withdrawals:prepare", "withdrawals:approve"})
+    | dlq_http.PERMISSIONS
 )
 _WID_RE: Final = re.compile(r"^wd_[0-9a-f]{32}$")
 _TOKEN_RE: Final = re.compile(r"^[A-Za-z0-9_]{3,128}$")
@@ -108,6 +111,7 @@ class Api:
                 web.post("/deposit-intents", self.post_intent),
                 web.get("/deposit-intents/{ref}", self.get_intent),
                 web.get("/credits/{credit_id}", self.get_credit),
+                web.get("/v1/deposits", self.deposits_on_login),
                 web.post("/v1/withdrawals", self.post_withdrawal),
                 web.get("/v1/withdrawals", self.list_withdrawals),
                 web.get("/v1/withdrawals/{wid}", self.get_withdrawal),
@@ -214,7 +218,9 @@ class Api:
         match result:
             case Created(intent=intent, replayed=replayed):
                 log.info("intent_created", deposit_reference=intent.deposit_reference, replayed=replayed)
-                return web.json_response(_intent_json(intent.__dict__), status=200 if replayed else 201)
+                return web.json_response(
+                    pg_reads.intent_json(intent.__dict__), status=200 if replayed else 201
+                )
             case IntentRefused(code=code, message=message):
                 status = 409 if code == "idempotency_key_reused" else 422
                 return _error(status, code, message)
@@ -230,10 +236,11 @@ class Api:
             return _error(404, "not_found", "no such deposit intent")
         if self._reads is not None:
             async with self._reads.connection() as conn:
-                cursor = await conn.execute(_INTENT_VIEW, (ref, merchant))
-                found = _intent_view_of(await cursor.fetchall())
+                found = await pg_reads.intent_view_async(conn, ref, merchant)
         else:
-            found = await asyncio.to_thread(self._with_conn, lambda store: _intent_view(store, ref, merchant))
+            found = await asyncio.to_thread(
+                self._with_conn, lambda store: pg_reads.intent_view(store, ref, merchant)
+            )
         if found is None:
             return _error(404, "not_found", "no such deposit intent")
         return web.json_response(found)
@@ -247,15 +254,39 @@ class Api:
         except ValueError:
             return _error(404, "not_found", "no such credit")
         found = await asyncio.to_thread(
-            self._with_conn, lambda store: _credit_view(store.conn, credit_id, merchant)
+            self._with_conn, lambda store: pg_reads.credit_view(store.conn, credit_id, merchant)
         )
         if found is None:
             return _error(404, "not_found", "no such credit")
         return web.json_response(found)
 
+    async def deposits_on_login(self, request: web.Request) -> web.Response:
+        """``GET /v1/deposits?mt5_login=N[&limit=]`` (operators, ``deposits:view``): the newest
+        deposits on one login with their credit rows, of the operator's merchants only."""
+        caller = self._caller(request, "deposits:view")
+        if isinstance(caller, web.Response):
+            return caller
+        unknown = set(request.query) - {"mt5_login", "limit"}
+        try:
+            if unknown:
+                raise ValueError(f"unknown parameter(s): {', '.join(sorted(unknown))}")
+            login = _positive_int(request.query.get("mt5_login"))
+            limit = _positive_int(request.query.get("limit", "20"))
+            if limit > pg_reads.ON_LOGIN_LIMIT_MAX:
+                raise ValueError(f"limit is at most {pg_reads.ON_LOGIN_LIMIT_MAX}")
+        except ValueError as exc:
+            detail = "mt5_login must be a positive integer (the MT5 account number), limit 1-100"
+            return _error(400, "invalid_request", f"{detail}: {exc}")
+        rows = await asyncio.to_thread(
+            self._with_conn,
+            lambda store: pg_reads.deposits_on_login(store.conn, login, caller.merchants, limit),
+        )
+        return web.json_response({"mt5_login": login, "deposits": rows})
+
     # -- withdrawals (docs/adr/0008) -----------------------------------------------------------------
 
-    def _operator(self, request: web.Request, permission: str) -> str | web.Response:
+    def _caller(self, request: web.Request, permission: str) -> Caller | web.Response:
+        """The operator calling (a person's token, or the console acting for one), or the refusal."""
         if self._operators is None:
             return _error(401, "unauthorized", "no operators are configured (MT5_CREDIT_OPERATORS_FILE)")
         caller = self._operators.authenticate(request.headers)
@@ -263,7 +294,7 @@ class Api:
             return _error(401, "unauthorized", "operator token required")
         if permission not in caller.permissions:
             return _error(403, "forbidden", f"operator {caller.principal} lacks {permission}")
-        return caller.principal
+        return caller
 
     def _desk(self, work: Callable[[PgWithdrawalDesk], Any]) -> Any:
         if self._mt5 is None:
@@ -311,17 +342,21 @@ class Api:
         if not _WID_RE.match(wid):
             return _error(404, "not_found", "no such withdrawal")
         merchant = self._merchant(request)
+        caller: Caller | None = None
         if merchant is None:  # not a server caller: an operator with view permission
-            who = self._operator(request, "withdrawals:view")
-            if isinstance(who, web.Response):
-                return who
+            operator = self._caller(request, "withdrawals:view")
+            if isinstance(operator, web.Response):
+                return operator
+            caller = operator
         view = await asyncio.to_thread(self._desk, lambda desk: desk.view(wid, merchant))
-        return _error(404, "not_found", "no such withdrawal") if view is None else web.json_response(view)
+        if view is None or (caller is not None and not caller.sees(view["merchant_id"])):
+            return _error(404, "not_found", "no such withdrawal")  # another merchant's: as if unknown
+        return web.json_response(view)
 
     async def list_withdrawals(self, request: web.Request) -> web.Response:
-        who = self._operator(request, "withdrawals:view")
-        if isinstance(who, web.Response):
-            return who
+        caller = self._caller(request, "withdrawals:view")
+        if isinstance(caller, web.Response):
+            return caller
         unknown = set(request.query) - {"status", "limit"}
         if unknown:
             return _error(400, "invalid_request", f"unknown parameter(s): {', '.join(sorted(unknown))}")
@@ -335,7 +370,7 @@ class Api:
             )
         if limit > LIST_LIMIT_MAX:
             return _error(400, "invalid_request", f"limit is at most {LIST_LIMIT_MAX}")
-        rows = await asyncio.to_thread(self._desk, lambda desk: desk.list(status, limit))
+        rows = await asyncio.to_thread(self._desk, lambda desk: desk.list(status, limit, caller.merchants))
         return web.json_response({"withdrawals": rows})
 
     async def _operator_act(  # noqa: PLR0911 - one per refusal
@@ -344,11 +379,15 @@ class Api:
         permission: str,
         act: Callable[[PgWithdrawalDesk, str, str, dict[str, Any]], Any],
     ) -> web.Response:
-        who = self._operator(request, permission)
-        if isinstance(who, web.Response):
-            return who
+        caller = self._caller(request, permission)
+        if isinstance(caller, web.Response):
+            return caller
+        who = caller.principal
         wid = request.match_info["wid"]
         if not _WID_RE.match(wid):
+            return _error(404, "not_found", "no such withdrawal")
+        owner = await asyncio.to_thread(self._desk, lambda desk: desk.merchant_of(wid))
+        if owner is None or not caller.sees(owner):  # another merchant's: as if unknown, nothing done
             return _error(404, "not_found", "no such withdrawal")
         body = await self._json(request)
         if isinstance(body, web.Response):
@@ -396,66 +435,6 @@ class Api:
             store = PgCreditStore(conn)
             with store.transaction():
                 return work(store)
-
-
-_CREDIT_VIEW = """SELECT c.id, c.kind, c.status, c.mt5_login, c.amount_minor, c.currency,
-    c.payment_amount_minor, c.payment_currency, c.fx_rate::text, c.mt5_deal_ticket, c.attempts,
-    c.debit_reason, c.original_credit_id, c.needs_person, c.last_reason, c.payment_id
-  FROM mt5_credits c JOIN deposit_intents i USING (deposit_reference)"""
-_CREDIT_FIELDS = (
-    "credit_id",
-    "kind",
-    "status",
-    "mt5_login",
-    "amount_minor",
-    "currency",
-    "payment_amount_minor",
-    "payment_currency",
-    "fx_rate",
-    "deal_ticket",
-    "attempts",
-    "debit_reason",
-    "original_credit_id",
-    "needs_person",
-    "last_reason",
-    "payment_id",  # the payment this row follows: the console finds a deposit's story by its reference
-)
-
-
-def _intent_json(fields: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: fields[k] for k in ("deposit_reference", "customer_id", "mt5_login", "amount_minor", "currency")
-    }
-
-
-_INTENT_VIEW = """SELECT i.deposit_reference, i.customer_id, i.mt5_login, i.amount_minor, i.currency,
-    c.id, c.kind, c.status, c.mt5_login, c.amount_minor, c.currency, c.payment_amount_minor,
-    c.payment_currency, c.fx_rate::text, c.mt5_deal_ticket, c.attempts, c.debit_reason,
-    c.original_credit_id, c.needs_person, c.last_reason, c.payment_id
-  FROM deposit_intents i LEFT JOIN mt5_credits c ON c.deposit_reference = i.deposit_reference
-  WHERE i.deposit_reference = %s AND i.merchant_id = %s ORDER BY c.id"""
-
-
-def _intent_view(store: PgCreditStore, ref: str, merchant: str) -> dict[str, Any] | None:
-    """The intent and its credit rows in one statement: the broker polls this until its credit is
-    done, so each poll is one round trip (another merchant's intent reads as none)."""
-    return _intent_view_of(store.conn.execute(_INTENT_VIEW, (ref, merchant)).fetchall())
-
-
-def _intent_view_of(rows: list[Any]) -> dict[str, Any] | None:
-    if not rows:
-        return None
-    intent_fields = ("deposit_reference", "customer_id", "mt5_login", "amount_minor", "currency")
-    view: dict[str, Any] = dict(zip(intent_fields, rows[0][:5], strict=True))
-    view["credits"] = [dict(zip(_CREDIT_FIELDS, row[5:], strict=True)) for row in rows if row[5] is not None]
-    return view
-
-
-def _credit_view(conn: Any, credit_id: int, merchant: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        f"{_CREDIT_VIEW} WHERE c.id = %s AND i.merchant_id = %s", (credit_id, merchant)
-    ).fetchone()
-    return None if row is None else dict(zip(_CREDIT_FIELDS, row, strict=True))
 
 
 def _parse_tokens(spec: str) -> list[tuple[str, str]]:

@@ -26,11 +26,14 @@ class Client:
         token: str = TOKEN_A,
         key: str | None = None,
         raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         req = urllib.request.Request(self.base + path, data=data, method=method)  # noqa: S310 - http://127.0.0.1
         req.add_header("Authorization", f"Bearer {token}")
         req.add_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            req.add_header(name, value)
         if key:
             req.add_header("Idempotency-Key", key)
         try:

@@ -1,7 +1,8 @@
 """The services' HTTP APIs (aiohttp client, one session per console process, bounded timeouts).
-The reconciler is called with the console's token acting for the operator (``X-Operator`` and the
-operator's reconciler permissions, ``backbone.tokens``); payment-state with the merchant's own
-token, so a merchant the operator may not see is not even asked."""
+The operator APIs are called with the console's token acting for the operator (``X-Operator``, the
+operator's permissions at that service and their merchants, ``backbone.tokens``); payment-state's
+and mt5-credit's merchant APIs with the merchant's own token, so a merchant the operator may not
+see is not even asked."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import json
 from typing import Any
 
 import aiohttp
-from backbone.tokens import OPERATOR_HEADER, OPERATOR_PERMISSIONS_HEADER
+from backbone.tokens import OPERATOR_HEADER, OPERATOR_MERCHANTS_HEADER, OPERATOR_PERMISSIONS_HEADER
 
-from ops_console.application.ports import ServiceError
+from ops_console.application.ports import Refunded, ServiceError
 from ops_console.domain import permissions
 from ops_console.domain.operators import Operator
 
@@ -88,6 +89,7 @@ class OperatorClient(_Client):
             "Authorization": f"Bearer {self._token}",
             OPERATOR_HEADER: operator.username,
             OPERATOR_PERMISSIONS_HEADER: permissions.at_service(operator.permissions, self._mapping),
+            OPERATOR_MERCHANTS_HEADER: ",".join(operator.merchants),
         }
 
     async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any:
@@ -133,6 +135,34 @@ class PaymentsClient(_Client):
         found = await self._call("payment-state", "GET", url, _bearer(token), absent_is_none=True)
         payment = found.get("payment") if isinstance(found, dict) else None  # {"payment": {...}}
         return payment if isinstance(payment, dict) else None
+
+    async def payments_by_psp_reference(self, merchant_id: str, reference: str) -> list[dict[str, Any]]:
+        token = self._tokens.get(merchant_id)
+        if token is None:
+            return []
+        url = f"{self._base}/payments"
+        query = {"provider_payment_id": reference}
+        found = await self._call("payment-state", "GET", url, _bearer(token), params=query)
+        payments = found.get("payments") if isinstance(found, dict) else None  # {"payments": [...]}
+        return [p for p in payments if isinstance(p, dict)] if isinstance(payments, list) else []
+
+    async def refund(
+        self, merchant_id: str, payment_id: str, idempotency_key: str, body: dict[str, Any]
+    ) -> Refunded:
+        token = self._tokens.get(merchant_id)
+        if token is None:
+            raise ServiceError("payment-state", 404, "payment_not_found", "no token for this merchant")
+        assert self._http is not None, "start() first"
+        url = f"{self._base}/payments/{payment_id}/refunds"
+        headers = {**_bearer(token), "Idempotency-Key": idempotency_key}
+        try:
+            async with self._http.post(url, headers=headers, json=body) as response:
+                answer = await _answer("payment-state", response)
+                replayed = response.headers.get("Idempotent-Replayed") == "true"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # no answer: the refund may have been made; the same form again is the same key
+            raise ServiceError("payment-state", 503, "unavailable", type(exc).__name__) from None
+        return Refunded(answer if isinstance(answer, dict) else {}, replayed)
 
 
 def _bearer(token: str) -> dict[str, str]:

@@ -37,6 +37,21 @@ class ServiceError(Exception):
         super().__init__(f"{service}: {status} {error}: {detail}")
         self.service, self.status, self.error, self.detail = service, status, error, detail
 
+    def said(self) -> str:
+        """What an operator is shown: the service's own words, and that nothing changed on no answer."""
+        if self.status >= 500:
+            return f"The {self.service} did not answer ({self.detail or self.error}); nothing was changed."
+        return f"The {self.service} refused: {self.detail or self.error}"
+
+
+@dataclass(frozen=True, slots=True)
+class Refunded:
+    """payment-state's answer to a refund: its body, and whether it replays an earlier identical
+    request (the same idempotency key: the refund was asked for once)."""
+
+    answer: dict[str, Any]
+    replayed: bool
+
 
 class ConsoleStore(Protocol):
     async def password_hash(self, username: str) -> str | None: ...
@@ -68,4 +83,13 @@ class Payments(Protocol):
     only under a merchant the operator may see (the service answers 404 for any other)."""
 
     async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None: ...
+    async def payments_by_psp_reference(self, merchant_id: str, reference: str) -> list[dict[str, Any]]:
+        """The merchant's payments whose PSP payment id is ``reference`` (``pi_…``); [] for none."""
+        ...
+
     async def deposit_intent(self, merchant_id: str, deposit_reference: str) -> dict[str, Any] | None: ...
+    async def refund(
+        self, merchant_id: str, payment_id: str, idempotency_key: str, body: dict[str, Any]
+    ) -> Refunded:
+        """``POST /payments/{id}/refunds`` with the merchant's token; ``ServiceError`` on a refusal."""
+        ...

@@ -68,6 +68,16 @@ def money(amount_minor: object, currency: object) -> str:
     return f"{to_decimal(amount_minor, digits):,} {currency}"
 
 
+def major(amount_minor: object, currency: object) -> str:
+    """``25000, "USD"`` → ``250.00``: what a person types back into a form (no grouping)."""
+    if not isinstance(amount_minor, int) or isinstance(amount_minor, bool) or not isinstance(currency, str):
+        return ""
+    try:
+        return str(to_decimal(amount_minor, currency_exponent(currency)))
+    except MoneyError:
+        return ""
+
+
 @dataclass(frozen=True, slots=True)
 class Clock:
     """One timezone for every time on every page, and the business day's cut-off in it."""

@@ -14,6 +14,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from ops_console.domain.permissions import Permission
 
 USERNAME_RE: Final = re.compile(r"[a-z][a-z0-9_.-]{1,31}")
+# a merchant travels to the services in X-Operator-Merchants (backbone.tokens.PRINCIPAL_RE's shape)
+MERCHANT_RE: Final = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 PASSWORD_MIN: Final = 12
 PASSWORD_MAX: Final = 256
 _HASHER: Final = PasswordHasher()
@@ -40,6 +42,12 @@ def check_username(username: str) -> str:
     if USERNAME_RE.fullmatch(username) is None:
         raise BadOperator("username: 2-32 characters, a-z first, then a-z 0-9 _ . -")
     return username
+
+
+def check_merchant(merchant_id: str) -> str:
+    if MERCHANT_RE.fullmatch(merchant_id) is None:
+        raise BadOperator(f"merchant {merchant_id[:70]!r}: 1-64 characters, letters, digits and _ . @ - only")
+    return merchant_id
 
 
 def hash_password(password: str) -> str:

@@ -10,7 +10,7 @@ from typing import Final
 
 
 class Permission(StrEnum):
-    VIEW = "view"  # search deposits, read cases, runs and the audit
+    VIEW = "view"  # search deposits (their webhooks and cases), read cases, runs and the audit
     CASE_WORK = "case_work"  # acknowledge or reopen a case
     REFUND = "refund"
     LEDGER_READ = "ledger_read"
@@ -39,11 +39,17 @@ RECONCILER: Final[dict[Permission, tuple[str, ...]]] = {
 }
 
 MT5_CREDIT: Final[dict[Permission, tuple[str, ...]]] = {
-    Permission.VIEW: ("withdrawals:view", "deadletters:view"),
+    Permission.VIEW: ("deposits:view", "withdrawals:view", "deadletters:view"),
     Permission.WITHDRAWAL_PREPARE: ("withdrawals:prepare",),
     Permission.WITHDRAWAL_APPROVE: ("withdrawals:approve",),
     Permission.DEADLETTER_REPLAY: ("deadletters:replay",),
 }
+
+GATEWAY: Final[dict[Permission, tuple[str, ...]]] = {
+    Permission.VIEW: ("receipts:view",),
+}
+
+PAYMENT_STATE: Final[dict[Permission, tuple[str, ...]]] = DEAD_LETTERS  # merchants' own tokens do the rest
 
 LEDGER: Final[dict[Permission, tuple[str, ...]]] = {
     Permission.LEDGER_READ: ("ledger:read",),

@@ -26,7 +26,7 @@ from rich.table import Table
 from ops_console.adapters.pg_store import PgConsoleStore
 from ops_console.adapters.services_http import OperatorClient, PaymentsClient, parse_merchant_tokens
 from ops_console.domain import permissions
-from ops_console.domain.operators import BadOperator, Operator, check_username, hash_password
+from ops_console.domain.operators import BadOperator, Operator, check_merchant, check_username, hash_password
 from ops_console.entrypoints.web import Console
 from ops_console.entrypoints.web import serve as run
 from ops_console.settings import SERVICE_NAME, CliSettings, ConsoleSettings
@@ -102,9 +102,35 @@ def serve() -> None:
         ledger = OperatorClient(
             "ledger", settings.ledger_url, settings.ledger_token.reveal(), permissions.LEDGER, timeout
         )
-    clients = [c for c in (recon, credit, ledger, payments) if c is not None]
+    gateway = None
+    if settings.gateway_url and settings.gateway_token is not None:
+        gateway = OperatorClient(
+            "webhook gateway",
+            settings.gateway_url,
+            settings.gateway_token.reveal(),
+            permissions.GATEWAY,
+            timeout,
+        )
+    payment_ops = None
+    if settings.payment_state_url and settings.payment_state_token is not None:
+        payment_ops = OperatorClient(
+            "payment-state",
+            settings.payment_state_url,
+            settings.payment_state_token.reveal(),
+            permissions.PAYMENT_STATE,
+            timeout,
+        )
+    clients = [c for c in (recon, credit, ledger, gateway, payment_ops, payments) if c is not None]
     web_app = Console(
-        settings, PgConsoleStore(pool), recon, payments, Health.configured(), credit, ledger
+        settings,
+        PgConsoleStore(pool),
+        recon,
+        payments,
+        Health.configured(),
+        credit,
+        ledger,
+        gateway=gateway,
+        payment_ops=payment_ops,
     ).app()
 
     async def start(_: object) -> None:
@@ -164,11 +190,12 @@ def users_add(
     try:
         username = check_username(name)
         granted = permissions.parse(permission_list)
+        merchants = tuple(check_merchant(m) for m in merchant or ())
         hashed = hash_password(password)
     except (BadOperator, permissions.UnknownPermission) as exc:
         err.print(str(exc))
         raise typer.Exit(2) from None
-    operator = Operator(username, display_name or username, granted, tuple(merchant or ()))
+    operator = Operator(username, display_name or username, granted, merchants)
     if not _store_call("add_operator", operator, hashed, not if_new):
         out.print(f"operator {username} exists: left as it is (--if-new)")
         return

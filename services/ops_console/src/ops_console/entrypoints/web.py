@@ -10,7 +10,8 @@ Templates autoescape everything; forms' bad values are shown back with the reaso
 nothing; a service's refusal is shown as the service said it.
 
     GET  /login, POST /login, POST /logout
-    GET  /search?q=<payment id>                                  view
+    GET  /search?q=<payment id|deposit reference|PSP reference|MT5 login>   view
+    POST /payments/{id}/refund     merchant amount reason nonce  refund
     GET  /cases?status=&date=&class=                             view
     GET  /cases/{id}                                             view
     POST /cases/{id}/acknowledge   note                          case_work
@@ -31,6 +32,7 @@ import json
 import re
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -49,9 +51,10 @@ from backbone.outage import Dependency
 from backbone.postgres import is_infrastructure_error
 
 from ops_console.adapters.pg_store import PgConsoleStore
-from ops_console.application import auth
+from ops_console.application import auth, deposits
 from ops_console.application.ports import OperatorApi, Payments, ServiceError, Session
-from ops_console.domain import display
+from ops_console.domain import display, refunds
+from ops_console.domain import search as search_query
 from ops_console.domain.permissions import Permission
 from ops_console.settings import SERVICE_NAME, ConsoleSettings
 
@@ -68,7 +71,6 @@ CASE_STATUSES: Final = ("open", "acknowledged", "resolved")
 # layer 1 (ADR 0006): what a service's resolver could not settle (UNKNOWN operations and credits)
 UNKNOWN_CLASSES: Final = ("stale_operation", "stale_mt5_operation", "needs_attention")
 ID_RE: Final = re.compile(r"[1-9][0-9]{0,17}")
-SEARCH_RE: Final = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
 DONE: Final = {  # the only texts a redirect may ask a page to show
     "acknowledged": "Case acknowledged.",
     "proposed": "Repair proposed: a second operator must approve it.",
@@ -78,6 +80,8 @@ DONE: Final = {  # the only texts a redirect may ask a page to show
     "w_approved": "Withdrawal approved: MT5 is debited first, then the payout is made.",
     "w_rejected": "Withdrawal rejected: the hold is released, nothing moved.",
     "dl_replayed": "Dead letter replayed through the consumer's handler.",
+    "refunded": "Refund asked for: payment-state refunds at the PSP, then MT5 is debited the normal way.",
+    "refund_replayed": "This refund had already been asked for with this form: it was not asked for again.",
     "dl_discarded": "Dead letter discarded: it was never applied.",
 }
 CONSUMER_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -93,6 +97,10 @@ WITHDRAWAL_STATUSES: Final = (
     "refused",
 )
 WID_RE: Final = re.compile(r"wd_[0-9a-f]{32}")
+PAYMENT_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")  # payment-state's own rule
+SEND_AGAIN: Final = (
+    "Send this same form again (it is the same refund, never a second) or look at the payment."
+)
 HEADERS: Final = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self';"
     " frame-ancestors 'none'; base-uri 'none'",
@@ -105,6 +113,22 @@ HEADERS: Final = {
 
 class FormError(Exception):
     """A form's value is wrong: shown next to the form, nothing sent anywhere."""
+
+
+@dataclass(frozen=True)
+class RefundForm:
+    """A deposit's refund form as drawn: a new nonce each time, unless it is drawn again after no
+    answer (then the same, so sending it again is the same refund); what was typed, and why not."""
+
+    payment_id: str
+    amount: str = ""
+    reason: str = ""
+    error: str = ""
+    nonce: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    def failed(self, error: str, keep_nonce: object = None) -> RefundForm:
+        kept = keep_nonce if isinstance(keep_nonce, str) and refunds.NONCE_RE.fullmatch(keep_nonce) else None
+        return RefundForm(self.payment_id, self.amount, self.reason, error, kept or secrets.token_hex(16))
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -130,6 +154,9 @@ class Console:
         health: Health,
         credit: OperatorApi | None = None,
         ledger: OperatorApi | None = None,
+        *,
+        gateway: OperatorApi | None = None,
+        payment_ops: OperatorApi | None = None,
     ) -> None:
         self._s, self._store, self._recon, self._payments, self._health = (
             settings,
@@ -139,6 +166,12 @@ class Console:
             health,
         )
         self._credit, self._ledger = credit, ledger
+        self._payment_ops = payment_ops  # payment-state's operator API (its consumer's dead letters)
+        self._deposits = (
+            None
+            if payments is None
+            else deposits.DepositApis(payments, credit, ledger, gateway=gateway, reconciler=reconciler)
+        )
         self._clock = display.Clock(ZoneInfo(settings.timezone), time.fromisoformat(settings.business_cutoff))
         self._database = Dependency("database", SERVICE_NAME, health, up=False)
 
@@ -151,6 +184,7 @@ class Console:
             undefined=jinja2.StrictUndefined,
         )
         env.filters["money"] = display.money
+        env.filters["major"] = display.major
         env.filters["when"] = self._clock.show
         env.filters["tone"] = display.tone
         env.globals["timezone"] = self._s.timezone
@@ -163,6 +197,7 @@ class Console:
                 web.post("/login", self.login),
                 web.post("/logout", self.logout),
                 web.get("/search", self.search),
+                web.post("/payments/{payment_id}/refund", self.refund),
                 web.get("/cases", self.cases),
                 web.get("/cases/{case_id}", self.case),
                 web.post("/cases/{case_id}/acknowledge", self.acknowledge),
@@ -313,69 +348,106 @@ class Console:
 
     @needs(Permission.VIEW)
     async def search(self, request: web.Request) -> web.StreamResponse:
+        """One deposit (or a login's deposits) side by side, under the operator's merchants only."""
+        return await self._search_page(request, request.query.get("q", "").strip())
+
+    async def _search_page(
+        self, request: web.Request, q: str, refund: RefundForm | None = None, status: int = 200
+    ) -> web.StreamResponse:
+        """The search's answer for ``q``; ``refund``: a refund form to show again with its error."""
         session: Session = request["session"]
-        q = request.query.get("q", "").strip()
-        found: list[dict[str, Any]] = []
-        error = ""
-        if q and SEARCH_RE.fullmatch(q) is None:
-            error = (
-                "Search by a payment id or deposit reference: letters, digits and _ . : - only, up to 100."
-            )
-        elif q and self._payments is None:
+        found, error = deposits.Found(), ""
+        query = search_query.classify(q) if q else None
+        if isinstance(query, search_query.Malformed):
+            error, status = query.reason, 400
+        elif query is not None and self._deposits is None:
             error = "Deposit search is not configured (CONSOLE_PAYMENT_STATE_URL)."
-        elif q and self._payments is not None:
+        elif query is not None and self._deposits is not None:
             try:
-                for merchant in session.operator.merchants:
-                    payment = await self._payments.payment(merchant, q)
-                    if payment is None:
-                        payment = await self._by_deposit_reference(merchant, q)
-                    if payment is not None:
-                        found.append(await self._story(session, merchant, payment))
+                found = await deposits.find(self._deposits, session.operator, query)
             except ServiceError as exc:
                 error = f"{exc.service} did not answer: {exc.detail or exc.error}"
-            if not found and not error:
+            if not (found.stories or found.waiting or found.notes or error):
                 mine = ", ".join(session.operator.merchants) or "none"
-                error = f"No payment or deposit reference {q} under your merchants ({mine})."
-        return self._page(request, "search.html", {"q": q, "found": found, "error": error})
+                what = "deposit on MT5 login" if isinstance(query, search_query.Login) else "deposit named"
+                error = f"No {what} {q} under your merchants ({mine})."
+        for told in found.stories:  # each refund form its own nonce: posted twice, one refund
+            again = refund is not None and refund.payment_id == told["payment"].get("payment_id")
+            told["refund"] = refund if again else RefundForm(str(told["payment"].get("payment_id")))
+        context = {
+            "q": q,
+            "found": found.stories,
+            "waiting": found.waiting,
+            "notes": found.notes,
+            "error": error,
+            "done": DONE.get(request.query.get("done", ""), ""),
+        }
+        return self._page(request, "search.html", context, status)
 
-    async def _by_deposit_reference(self, merchant: str, reference: str) -> dict[str, Any] | None:
-        """The payment of a deposit reference: mt5-credit's intent (the merchant's token) names the
-        payment on its credit row, payment-state answers for it. None before the capture (no credit
-        row yet names the payment) or under another merchant."""
+    @needs(Permission.REFUND)
+    async def refund(self, request: web.Request) -> web.StreamResponse:
+        """A refund of a deposit, at payment-state with the merchant's token, under an idempotency
+        key derived from the form (``domain.refunds``): a double submit is one refund. A bad amount
+        or reason is shown on the deposit's page and nothing is sent; every outcome is audited."""
+        session: Session = request["session"]
+        payment_id, form = _payment_id(request), await request.post()
+        merchant, target = str(form.get("merchant", "")), f"payment:{payment_id}"
+        payment = await self._refundable(session, merchant, payment_id, target)
         assert self._payments is not None
-        intent = await self._payments.deposit_intent(merchant, reference)
-        for row in (intent or {}).get("credits", []):
-            if row.get("kind") == "credit" and isinstance(row.get("payment_id"), str):
-                return await self._payments.payment(merchant, row["payment_id"])
-        return None
+        sent = RefundForm(
+            payment_id, str(form.get("amount", "")).strip()[:40], str(form.get("reason", ""))[:NOTE_MAX]
+        )
+        currency, who = str(payment["currency"]), session.operator.username
+        try:
+            reason = _reason(form.get("reason"), "reason")
+            amount_minor = _refund_amount(sent.amount, currency, payment.get("refundable_minor"))
+            key = refunds.idempotency_key(who, merchant, payment_id, str(form.get("nonce")))
+        except (FormError, refunds.BadNonce) as exc:
+            await self._audit(session, "refund", target, "refused", str(exc))
+            return await self._search_page(request, payment_id, sent.failed(str(exc)), 400)
+        body = {"amount_minor": amount_minor, "currency": currency,
+                "reason": refunds.reason_for_payment_state(who, reason)}  # fmt: skip
+        detail = {
+            "merchant": merchant,
+            "amount_minor": amount_minor,
+            "currency": currency,
+            "idempotency_key": key,
+        }
+        try:
+            done = await self._payments.refund(merchant, payment_id, key, body)
+        except ServiceError as exc:
+            outcome = "failed" if exc.status >= 500 else "refused"
+            said = f"{exc.service}: {exc.detail or exc.error}"
+            await self._audit(
+                session, "refund", target, outcome, f"{reason} | {said}", service_error=exc.error, **detail
+            )
+            if exc.status < 500:
+                return await self._search_page(request, payment_id, sent.failed(_said(exc)), exc.status)
+            # no answer: it may have landed; the same form (same nonce, same key) is the same refund
+            unknown = (
+                f"The {exc.service} did not answer ({exc.detail or exc.error}): the refund may have been"
+                f" made. {SEND_AGAIN}"
+            )
+            return await self._search_page(request, payment_id, sent.failed(unknown, form.get("nonce")), 502)
+        await self._audit(session, "refund", target, "ok", reason, replayed=done.replayed, **detail)
+        done_key = "refund_replayed" if done.replayed else "refunded"
+        raise web.HTTPSeeOther(f"/search?q={payment_id}&done={done_key}")
 
-    async def _story(self, session: Session, merchant: str, payment: dict[str, Any]) -> dict[str, Any]:
-        """One deposit side by side: the payment and its operations (payment-state), the credit
-        rows with their MT5 deals (mt5-credit, the merchant's token), the journals (the ledger, for
-        an operator with ledger_read). A service that does not answer is said, never left blank."""
-        assert self._payments is not None
-        story: dict[str, Any] = {"merchant": merchant, "payment": payment, "intent": None, "journals": None}
-        notes: list[str] = []
-        reference = payment.get("deposit_reference")
-        if isinstance(reference, str) and reference:
-            try:
-                story["intent"] = await self._payments.deposit_intent(merchant, reference)
-            except ServiceError as exc:
-                notes.append(_said(exc))
-        if self._ledger is None:
-            notes.append("Journals: the ledger is not configured (CONSOLE_LEDGER_URL).")
-        elif not session.operator.may(Permission.LEDGER_READ):
-            notes.append("Journals: you need the ledger_read permission.")
-        else:
-            try:
-                query = {"payment_id": str(payment["payment_id"])}
-                story["journals"] = (await self._ledger.get(session.operator, "/v1/journals", query))[
-                    "journals"
-                ]
-            except ServiceError as exc:
-                notes.append(_said(exc))
-        story["notes"] = notes
-        return story
+    async def _refundable(
+        self, session: Session, merchant: str, payment_id: str, target: str
+    ) -> dict[str, Any]:
+        """The payment, asked for with its merchant's token, when the merchant is the operator's;
+        else 404 (audited): another merchant's payment is never even asked for."""
+        payment = None
+        try:
+            if self._payments is not None and merchant in session.operator.merchants:
+                payment = await self._payments.payment(merchant, payment_id)
+        except ServiceError as exc:
+            raise web.HTTPBadGateway(text=_said(exc)) from None
+        if payment is None:
+            await self._audit(session, "refund", target, "refused", "no such payment under your merchants")
+            raise web.HTTPNotFound(text="no such payment under your merchants")
+        return payment
 
     @needs(Permission.VIEW)
     async def cases(self, request: web.Request) -> web.StreamResponse:
@@ -600,9 +672,11 @@ class Console:
         else:
             try:
                 query = {"status": status} if status else {}
-                rows = (await self._credit_api().get(session.operator, "/v1/withdrawals", query))[
+                listed = (await self._credit_api().get(session.operator, "/v1/withdrawals", query))[
                     "withdrawals"
                 ]
+                # mt5-credit answers for the operator's merchants; a page never relies on one place
+                rows = [w for w in listed if w.get("merchant_id") in session.operator.merchants]
             except ServiceError as exc:
                 error = _said(exc)
         context = {"withdrawals": rows, "status": status, "statuses": WITHDRAWAL_STATUSES, "error": error}
@@ -622,6 +696,8 @@ class Console:
             if exc.status == 404:
                 raise web.HTTPNotFound(text="no such withdrawal") from None
             return self._page(request, "refused.html", {"why": _said(exc)}, exc.status)
+        if found.get("merchant_id") not in session.operator.merchants:  # mt5-credit scoped it too
+            raise web.HTTPNotFound(text="no such withdrawal")
         context = {"w": found, "error": error, "done": DONE.get(request.query.get("done", ""), "")}
         return self._page(request, "withdrawal.html", context, status)
 
@@ -741,6 +817,7 @@ class Console:
     def _dead_letter_apis(self) -> dict[str, OperatorApi]:
         """The services that run consumers and that the console is configured to call."""
         apis: dict[str, OperatorApi | None] = {
+            "payment-state": self._payment_ops,
             "reconciler": self._recon,
             "mt5-credit": self._credit,
             "ledger": self._ledger,
@@ -854,9 +931,7 @@ def _card_safe(answer: Any) -> Any:
 
 
 def _said(exc: ServiceError) -> str:
-    if exc.status >= 500:
-        return f"The {exc.service} did not answer ({exc.detail or exc.error}); nothing was changed."
-    return f"The {exc.service} refused: {exc.detail or exc.error}"
+    return exc.said()
 
 
 def _path_id(request: web.Request, name: str) -> int:
@@ -864,6 +939,22 @@ def _path_id(request: web.Request, name: str) -> int:
     if ID_RE.fullmatch(raw) is None:
         raise web.HTTPBadRequest(text=f"{name} must be a positive whole number")
     return int(raw)
+
+
+def _payment_id(request: web.Request) -> str:
+    raw = request.match_info["payment_id"]
+    if PAYMENT_ID_RE.fullmatch(raw) is None:
+        raise web.HTTPBadRequest(text="a payment id is letters, digits, _ and - (1-64)")
+    return raw
+
+
+def _refund_amount(amount: str, currency: str, refundable: object) -> int:
+    """What the operator typed, in the payment's currency, no more than payment-state says is left."""
+    amount_minor = _amount_minor(amount, currency)
+    left = refundable if isinstance(refundable, int) and not isinstance(refundable, bool) else 0
+    if amount_minor > left:
+        raise FormError(f"amount: at most {display.money(left, currency)} can be refunded")
+    return amount_minor
 
 
 def _wid(request: web.Request) -> str:

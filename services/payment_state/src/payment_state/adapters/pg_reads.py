@@ -6,6 +6,7 @@ transaction and no port of its own, as the ledger's ``adapters/pg_reads.py``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 import psycopg
@@ -44,6 +45,15 @@ LOAD_STATE: Final = (
     " WHERE p.payment_id = %s AND (%s::text IS NULL OR p.merchant_id = %s)"
     " ORDER BY o.created_at, o.operation_id"
 )  # fmt: skip
+# The payments of one PSP reference (the provider's payment intent id, ``pi_…``) under one merchant:
+# unique per (provider, provider_payment_id), so at most one per provider; the providers are named
+# so the unique index (provider, provider_payment_id) answers it.
+FIND_BY_PROVIDER_PAYMENT: Final = (
+    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
+    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
+    " WHERE p.provider = ANY(%s) AND p.provider_payment_id = %s AND p.merchant_id = %s"
+    " ORDER BY p.payment_id, o.created_at, o.operation_id"
+)  # fmt: skip
 
 
 def payment(row: tuple[Any, ...]) -> Payment:
@@ -77,3 +87,17 @@ async def load_state_async(
     """``PaymentStore.load_state`` for the HTTP API's event loop (status reads without a thread hop)."""
     cursor = await conn.execute(LOAD_STATE, (payment_id, merchant_id, merchant_id))
     return state_from_rows(await cursor.fetchall())
+
+
+async def find_by_provider_payment_async(
+    conn: psycopg.AsyncConnection, providers: Sequence[str], provider_payment_id: str, *, merchant_id: str
+) -> list[PaymentState]:
+    """The payments (with their operations) whose PSP reference is ``provider_payment_id`` at one of
+    ``providers``, of ``merchant_id`` only: another merchant's is not found, as by id."""
+    cursor = await conn.execute(FIND_BY_PROVIDER_PAYMENT, (list(providers), provider_payment_id, merchant_id))
+    rows = await cursor.fetchall()
+    by_payment: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_payment.setdefault(row[0], []).append(row)
+    found = [state_from_rows(group) for group in by_payment.values()]
+    return [state for state in found if state is not None]

@@ -156,6 +156,11 @@ def valid_payment_id(payment_id: str) -> bool:
     return _SAFE_ID.fullmatch(payment_id) is not None
 
 
+def valid_provider_payment_id(reference: str) -> bool:
+    """A PSP's payment id as the store keeps it (``pi_…``): a search for anything else reads nothing."""
+    return _TOKEN.fullmatch(reference) is not None
+
+
 def check_idempotency_key(key: str | None) -> Rejection | None:
     if key is None or key == "":
         return Rejection(400, "idempotency_key_missing", "send an Idempotency-Key header")

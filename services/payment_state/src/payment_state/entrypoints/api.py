@@ -7,17 +7,20 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
+from backbone.consumer import dlq_http
 from backbone.health import Health
 from backbone.http import Probe, watch
 from backbone.logs import configure_logging, get_logger
 from backbone.outage import Dependency
 from backbone.outbox.writer import OutboxWriter
 from backbone.settings import SettingsError, load_settings_or_exit
+from backbone.tokens import TokenFileError, Tokens
 from psycopg_pool import AsyncConnectionPool
 
 from payment_state import bootstrap
 from payment_state.entrypoints.http import Api, DbLane, build_app
-from payment_state.settings import DEFAULT_EVENTS_TOPIC, ApiSettings, parse_api_tokens
+from payment_state.entrypoints.inbound import replay_context
+from payment_state.settings import DEFAULT_EVENTS_TOPIC, ApiSettings, ReplaySettings, parse_api_tokens
 
 log = get_logger(__name__)
 
@@ -37,11 +40,28 @@ def _lane(url: str, size: int, name: str, outbox: OutboxWriter) -> DbLane:
     return DbLane(pool, ThreadPoolExecutor(size, thread_name_prefix=name), transaction)
 
 
+def operator_routes(settings: ApiSettings) -> list[web.RouteDef]:
+    """The consumer's dead letters for operators, when ``PAYMENT_STATE_OPERATORS_FILE`` is set (the
+    file and the consumer's settings are read now: a bad one stops the process at start)."""
+    if settings.operators_file is None:
+        return []
+    try:
+        operators = Tokens.load(settings.operators_file, dlq_http.PERMISSIONS)
+    except (OSError, TokenFileError) as exc:
+        raise SettingsError([f"PAYMENT_STATE_OPERATORS_FILE: {exc}"]) from None
+    replay = load_settings_or_exit(ReplaySettings)
+    source = dlq_http.DeadLetterSource(
+        replay.consumer_name, settings.database_url.reveal(), lambda: replay_context(replay)
+    )
+    return dlq_http.dead_letter_routes(operators, [source], service="payment-state")
+
+
 def main() -> None:
     settings = load_settings_or_exit(ApiSettings)
     configure_logging("payment_state-api")
     try:
         tokens = parse_api_tokens(settings.api_tokens)
+        operators = operator_routes(settings)
     except SettingsError as exc:
         print(exc, file=sys.stderr)
         raise SystemExit(2) from None
@@ -52,7 +72,7 @@ def main() -> None:
     ctx = bootstrap.context(settings.provider, settings.merchant_providers)
     health = Health.configured()
     database = Dependency("database", "payment_state-api", health, up=False)
-    app = build_app(Api(writes, reads, ctx, tokens), health, settings.body_max_bytes, database)
+    app = build_app(Api(writes, reads, ctx, tokens), health, settings.body_max_bytes, database, operators)
 
     async def start(_: web.Application) -> None:
         await reads.open(wait=False)  # the pool fills in the background; readiness says when

@@ -5,7 +5,7 @@ from __future__ import annotations
 from backbone.consumer.dlq import ReplayContext, dlq_main
 from backbone.settings import load_settings_or_exit
 
-from payment_state.entrypoints.inbound import build
+from payment_state.entrypoints.inbound import parts
 from payment_state.settings import InboundSettings
 
 
@@ -13,7 +13,7 @@ def main(argv: list[str]) -> int:
     settings = load_settings_or_exit(InboundSettings)  # the consumer's own (its name is the dedup namespace)
 
     def context() -> ReplayContext:
-        handler, avro, catalogue, outbox = build(settings)
+        handler, avro, catalogue, outbox = parts(settings)
         return ReplayContext(settings.consumer_name, handler, avro, catalogue, outbox)
 
     return dlq_main(argv, settings.database_url.reveal(), context)

@@ -1,4 +1,6 @@
-"""The HTTP API (aiohttp): create, capture, cancel, refund, get; plus /healthz /readyz /metrics.
+"""The HTTP API (aiohttp): create, capture, cancel, refund, get, find by the PSP's payment id;
+plus /healthz /readyz /metrics; with an operators file, the consumer's dead letters for operators
+(``backbone.consumer.dlq_http``: ``GET /v1/dead-letters``, replay, discard).
 
 Order of checks on a money-moving call, each failing with a 4xx and a machine-readable code and
 changing nothing: card data anywhere in the request (400 ``card_data_forbidden``, ``backbone.http``,
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -30,7 +32,7 @@ from backbone.outage import Dependency
 from backbone.postgres import is_infrastructure_error
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from payment_state.adapters.pg_reads import load_state_async
+from payment_state.adapters.pg_reads import find_by_provider_payment_async, load_state_async
 from payment_state.adapters.postgres_payouts import load_payout_async
 from payment_state.application import metrics
 from payment_state.application.context import Context
@@ -45,7 +47,9 @@ from payment_state.domain.validation import (
     parse_create,
     parse_refund,
     valid_payment_id,
+    valid_provider_payment_id,
 )
+from payment_state.settings import PROVIDERS
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -127,6 +131,27 @@ class Api:
         if state is None:
             return _error(404, "payment_not_found", "no such payment")
         return _json(200, {"payment": payment_view(state)})
+
+    async def find(self, request: web.Request) -> web.StreamResponse:
+        """``GET /payments?provider_payment_id=pi_…``: the merchant's payments of one PSP reference
+        (an operator pastes the PSP's id): ``{"payments": [...]}``, empty when none is the
+        merchant's. A missing, unknown or malformed parameter is 400 and reads nothing."""
+        merchant_id = self._merchant(request)
+        if merchant_id is None:
+            return _unauthenticated()
+        unknown = sorted(set(request.query) - {"provider_payment_id"})
+        reference = request.query.getall("provider_payment_id", [])
+        if unknown or len(reference) != 1 or not valid_provider_payment_id(reference[0]):
+            return _error(
+                400,
+                "invalid_query",
+                "search with one provider_payment_id (the PSP's payment id: letters, digits, _ -, 1-255)",
+            )
+        async with self._reads.connection() as conn:
+            found = await find_by_provider_payment_async(
+                conn, sorted(PROVIDERS), reference[0], merchant_id=merchant_id
+            )
+        return _json(200, {"payments": [payment_view(state) for state in found]})
 
     async def get_payout(self, request: web.Request) -> web.StreamResponse:
         """A payout, for its merchant only (another merchant's is 404, as a payment's)."""
@@ -240,18 +265,26 @@ def _observing(database: Dependency | None) -> Middleware:
 
 
 def build_app(
-    api: Api, health: Health, body_max_bytes: int, database: Dependency | None = None
+    api: Api,
+    health: Health,
+    body_max_bytes: int,
+    database: Dependency | None = None,
+    operator_routes: Sequence[web.RouteDef] = (),
 ) -> web.Application:
+    """The API; ``operator_routes``: the consumer's dead letters for operators (``backbone.consumer.
+    dlq_http``), when an operators file is configured."""
     app = service_app(client_max_size=body_max_bytes, middlewares=[_observing(database)], database=database)
     app[BODY_MAX_BYTES] = body_max_bytes
     app.add_routes(
         [
             web.post("/payments", api.create),
+            web.get("/payments", api.find),
             web.post("/payments/{payment_id}/capture", api.capture),
             web.post("/payments/{payment_id}/cancel", api.cancel),
             web.post("/payments/{payment_id}/refunds", api.refund),
             web.get("/payments/{payment_id}", api.get),
             web.get("/payouts/{withdrawal_id}", api.get_payout),
+            *operator_routes,
             *aiohttp_routes(health),
         ]
     )

@@ -6,7 +6,10 @@ psp.provider-events and recon.repair-commands (``CONSUMER_NAME`` defaults to
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from backbone.avro import AvroCodec
+from backbone.consumer.dlq import ReplayContext
 from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler
 from backbone.consumer.settings import ConsumerSettings
@@ -15,11 +18,43 @@ from backbone.outbox.writer import OutboxWriter
 
 from payment_state import bootstrap
 from payment_state.application.inbound import make_handler
-from payment_state.settings import InboundSettings
+from payment_state.settings import InboundSettings, ReplaySettings
+
+
+class _Inbound(Protocol):
+    """What the handler is built from: ``InboundSettings`` (the consumer) or ``ReplaySettings``
+    (the API replaying its dead letters)."""
+
+    @property
+    def events_topic(self) -> str: ...
+    @property
+    def commands_topic(self) -> str: ...
+    @property
+    def provider_events_topic(self) -> str: ...
+    @property
+    def repairs_topic(self) -> str: ...
+    @property
+    def repair_outcomes_topic(self) -> str: ...
+    @property
+    def payout_commands_topic(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def merchant_providers(self) -> str: ...
 
 
 def build(settings: ConsumerSettings) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter | None]:
     assert isinstance(settings, InboundSettings)
+    return parts(settings)
+
+
+def replay_context(settings: ReplaySettings) -> ReplayContext:
+    """The consumer's own handler, codec, topics and outbox, for replaying one of its dead letters."""
+    handler, avro, catalogue, outbox = parts(settings)
+    return ReplayContext(settings.consumer_name, handler, avro, catalogue, outbox)
+
+
+def parts(settings: _Inbound) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, OutboxWriter]:
     catalogue = bootstrap.topic_catalogue(
         settings.events_topic,
         settings.commands_topic,

@@ -17,7 +17,19 @@ import psycopg
 from backbone.logs import get_logger
 from backbone.money import currency_exponents as known_exponents
 from backbone.outbox import OutboxWriter
-from sqlalchemy import Connection, Engine, Table, and_, create_engine, func, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    and_,
+    create_engine,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import distinct_on, insert
 
@@ -59,6 +71,12 @@ from reconciler.domain.reports import BankRow, ParsedReport, PlainFile, ReportTy
 LOCK_NAMESPACE: Final = 0x5EC0  # advisory lock key 1: the reconciler's runs; key 2: the date
 INSERT_CHUNK: Final = 5000
 ACTOR: Final = "reconciler"
+# what names a payment in a case's records: migration 0010's index expression, exactly
+CASE_PAYMENT_REFS: Final = func.jsonb_path_query_array(
+    cases.c.evidence, literal_column("'strict $.**.payment_id'::jsonpath")
+).op("||")(
+    func.jsonb_path_query_array(cases.c.evidence, literal_column("'strict $.**.payment_intent_id'::jsonpath"))
+)
 log = get_logger(__name__)
 
 
@@ -488,7 +506,10 @@ class PgReconStore:
         status: str | None = None,
         case_class: str | None = None,
         limit: int = 100,
+        payment_refs: Sequence[str] = (),
     ) -> list[dict[str, Any]]:
+        """Cases by date, status and class; with ``payment_refs``, only those whose records name one
+        of them (our payment id or the PSP's payment id: the ``cases_payment_refs`` index)."""
         query = (
             select(
                 cases.c.id,
@@ -512,6 +533,9 @@ class PgReconStore:
             conditions.append(cases.c.status == status)
         if case_class is not None:
             conditions.append(cases.c.case_class == case_class)
+        if payment_refs:
+            named = [CASE_PAYMENT_REFS.op("@>")(func.jsonb_build_array(ref)) for ref in payment_refs]
+            conditions.append(or_(*named))
         if conditions:
             query = query.where(and_(*conditions))
         with self._engine.connect() as conn:

@@ -10,7 +10,8 @@ changes nothing; a refused act (including a missing token or permission on a POS
 
     GET  /v1/runs[?date=YYYY-MM-DD&limit=]
     GET  /v1/runs/{run_id}
-    GET  /v1/cases[?date=&status=open|acknowledged|resolved&class=&limit=]
+    GET  /v1/cases[?date=&status=open|acknowledged|resolved&class=&limit=
+                   &payment_id=&provider_payment_id=]   (cases whose records name that payment)
     GET  /v1/cases/{case_id}                (evidence side by side, history, repairs)
     POST /v1/cases/{case_id}/acknowledge    {"note": "why"}                       (cases:work)
     POST /v1/cases/{case_id}/repairs        {"repair_type", "reason", "amount_minor"?, "currency"?,
@@ -70,6 +71,7 @@ from reconciler.entrypoints.api_input import (
     json_body,
     json_response,
     path_id,
+    payment_refs,
     query_date,
     query_limit,
 )
@@ -224,12 +226,14 @@ class ReconApi:
         status = request.query.get("status")
         if status is not None and status not in STATUSES:
             raise BadRequest(400, "bad_query", f"status must be one of {', '.join(sorted(STATUSES))}")
+        refs = payment_refs(request.query)
         rows = await asyncio.to_thread(
             lambda: self._store.cases_where(
                 business_date=query_date(request.query.get("date")),
                 status=status,
                 case_class=request.query.get("class"),
                 limit=query_limit(request.query.get("limit"), self._s.page_size_max),
+                payment_refs=refs,
             )
         )
         return json_response(200, {"cases": rows})

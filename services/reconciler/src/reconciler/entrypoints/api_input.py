@@ -6,10 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from datetime import date
 from typing import Any
 
 from aiohttp import web
+from multidict import MultiMapping
 
 from reconciler.domain.decisions import EXPORT_COLUMNS, ROWS_MAX, Decision, DecisionsRefused, parse_decisions
 
@@ -88,3 +90,18 @@ def query_limit(raw: str | None, maximum: int) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= maximum:
         raise BadRequest(400, "bad_query", f"limit must be an integer 1..{maximum}")
     return int(raw)
+
+
+_PAYMENT_REF = re.compile(r"[A-Za-z0-9_.:-]{1,100}")
+
+
+def payment_refs(query: MultiMapping[str]) -> list[str]:
+    """``payment_id`` (ours) and ``provider_payment_id`` (the PSP's), each at most once: the cases
+    naming either. A malformed or repeated one is 400 (nothing is read)."""
+    refs: list[str] = []
+    for name in ("payment_id", "provider_payment_id"):
+        values = query.getall(name, [])
+        if len(values) > 1 or any(_PAYMENT_REF.fullmatch(v) is None for v in values):
+            raise BadRequest(400, "bad_query", f"{name}: once, letters, digits and _ . : - (1-100)")
+        refs += values
+    return refs

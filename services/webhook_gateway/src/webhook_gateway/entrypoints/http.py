@@ -1,4 +1,5 @@
-"""The HTTP surface: ``POST /providers/{provider}/webhooks`` plus /healthz, /readyz, /metrics.
+"""The HTTP surface: ``POST /providers/{provider}/webhooks`` plus /healthz, /readyz, /metrics (and,
+with a tokens file, the operators' ``GET /v1/receipts``: ``entrypoints.reads``).
 
 Order of checks, cheapest and safest first: unknown provider (404, body never read) -> body size
 (413 as soon as the declared or the read length passes the limit; the rest is never read and the
@@ -16,7 +17,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, assert_never
 
@@ -101,14 +102,16 @@ def make_app(
     *,
     body: BodyLimits,
     database: Dependency | None = None,
+    reads: Sequence[web.RouteDef] = (),
 ) -> web.Application:
-    """The aiohttp application (routes only; the server entrypoint runs it)."""
+    """The aiohttp application (routes only; the server entrypoint runs it); ``reads``: the
+    operators' read API (``entrypoints.reads``), when the gateway has a tokens file."""
     # Card data in the path, the query or a header is refused like everywhere; the webhook's body is
     # screened by the ingest use case instead, which redacts it (refusing would lose it: ADR 0004).
     app = service_app(client_max_size=body.max_bytes, screen_body=_not_a_webhook, database=database)
     endpoint = WebhookEndpoint(ingest, providers, body, database)
     app[ENDPOINT] = endpoint
-    app.add_routes([web.post(WEBHOOK_PATH, endpoint.handle), *aiohttp_routes(health)])
+    app.add_routes([web.post(WEBHOOK_PATH, endpoint.handle), *reads, *aiohttp_routes(health)])
     return app
 
 
