@@ -65,10 +65,11 @@ OPERATOR_PERMISSIONS: Final = {
 }
 OPERATORS: Final = ("alice", "bob")
 # the console's operators (local users; production: SSO): console permissions each
-CONSOLE_OPERATORS: Final = {
-    "alice": "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
-    "bob": "view,case_work,ledger_read,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve",
-}
+_CONSOLE_ALL: Final = (
+    "view,case_work,ledger_read,refund,repair_propose,repair_approve,withdrawal_prepare,withdrawal_approve,"
+    "deadletter_replay"
+)
+CONSOLE_OPERATORS: Final = {"alice": _CONSOLE_ALL, "bob": _CONSOLE_ALL}  # two people: maker and checker
 RECON_PERMISSIONS: Final = "cases:view,cases:work,repairs:propose,repairs:approve"
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
