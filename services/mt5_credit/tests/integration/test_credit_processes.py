@@ -5,6 +5,7 @@ test asserts the number of MT5 deals carrying the row's comment afterwards."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,18 @@ def test_duplicate_events_credit_once(system: System) -> None:
     (row,) = system.wait_status("done")
     (deal,) = system.deals(f"dep:{row['id']}")
     assert (deal["Profit"], int(deal["Deal"])) == ("500.00", row["mt5_deal_ticket"])
+
+
+def test_a_new_credit_row_wakes_an_idle_worker_at_once(system: System) -> None:
+    """A worker that polls only every 60 s, idle (its first pass long done): the credit row the
+    consumer writes wakes it through the table's NOTIFY, and the deposit is credited in seconds."""
+    system.account(7001, "cust-1")
+    system.worker(CREDIT_POLL_INTERVAL_MS="60000")
+    system.consumer()
+    time.sleep(3)  # the worker's first passes found nothing; it now waits on its listening connection
+    _deposit(system, 12_300)
+    (row,) = system.wait_status("done", timeout_s=20)
+    assert len(system.deals(f"dep:{row['id']}")) == 1
 
 
 @pytest.mark.parametrize(

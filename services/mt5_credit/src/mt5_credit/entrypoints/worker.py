@@ -1,5 +1,9 @@
 """The worker process: executor and resolver passes in one loop, on one connection and one MT5 session.
 
+Between passes with nothing to do a lane waits on its own listening connection: a new credit row
+wakes it at once (the NOTIFY of migrations 0001 and 0005), and CREDIT_POLL_INTERVAL_MS bounds the wait for what no
+insert announces (a lease running out, an unknown row due for its lookup).
+
 Scale out by running more workers (and more consumers): claims (SKIP LOCKED + conditional UPDATE)
 and the rows' unique keys keep each credit single, not process count. A broken database connection
 is reopened after a pause; a row claimed when it broke simply waits for its lease to run out.
@@ -35,6 +39,7 @@ from mt5_credit.settings import WorkerSettings
 log = get_logger("mt5_credit.worker")
 GAUGE_INTERVAL_S: Final = 5.0
 RECONNECT_PAUSE_S: Final = 1.0
+NOTIFY_CHANNEL: Final = "mt5_credits_pending"  # migrations 0001 and 0005
 
 
 def executor_config(settings: WorkerSettings, call_budget_ms: int) -> ExecutorConfig:
@@ -105,12 +110,13 @@ class Worker:
     def _connected(self, lane: int, mt5: Mt5Port) -> None:
         while not self._stopping.is_set():
             try:
-                with connect(
-                    self._settings.database_url.reveal(),
-                    autocommit=True,
-                    application_name="mt5_credit-worker",
-                ) as conn:
-                    self._loop(conn, lane, mt5)
+                url = self._settings.database_url.reveal()
+                with (
+                    connect(url, autocommit=True, application_name="mt5_credit-worker") as conn,
+                    connect(url, autocommit=True, application_name="mt5_credit-worker-listen") as listen,
+                ):
+                    listen.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self._loop(conn, listen, lane, mt5)
             except psycopg.Error as exc:
                 if not is_infrastructure_error(exc):
                     raise
@@ -118,7 +124,7 @@ class Worker:
                 self._beat(lane)  # waiting for the database is not being stuck
                 self._stopping.wait(RECONNECT_PAUSE_S)
 
-    def _loop(self, conn: psycopg.Connection, lane: int, mt5: Mt5Port) -> None:
+    def _loop(self, conn: psycopg.Connection, listen: psycopg.Connection, lane: int, mt5: Mt5Port) -> None:
         store = PgCreditStore(conn, self._outbox)
         executor = Executor(store, mt5, self._config, progress=lambda: self._beat(lane))
         resolver = Resolver(
@@ -126,6 +132,8 @@ class Worker:
         )
         next_gauges = 0.0
         while not self._stopping.is_set():
+            for _ in listen.notifies(timeout=0):  # drain: the pass below sees what they announced
+                pass
             worked = executor.run_once() + resolver.run_once()
             self._beat(lane)
             self._database.ok()
@@ -133,7 +141,8 @@ class Worker:
                 _update_gauges(store)
                 next_gauges = time.monotonic() + GAUGE_INTERVAL_S
             if worked == 0:
-                self._stopping.wait(self._settings.poll_interval_ms / 1000)
+                for _ in listen.notifies(timeout=self._settings.poll_interval_ms / 1000, stop_after=1):
+                    break
 
     def _beat(self, lane: int) -> None:
         """Each lane beats for itself: one stuck lane makes the process unhealthy even while the

@@ -76,13 +76,13 @@ class System:
         self.procs.append(proc)
         return proc
 
-    def worker(self, failpoints: str = "") -> Proc:
+    def worker(self, failpoints: str = "", **settings: str) -> Proc:
         env = self._env(
             MT5_WEBAPI_URL=self.sim.url,
             MT5_MANAGER_LOGIN=str(MANAGER_LOGIN),
             MT5_MANAGER_PASSWORD=MANAGER_PASSWORD,
             BACKBONE_FAILPOINTS=failpoints,
-            **WORKER_ENV,
+            **{**WORKER_ENV, **settings},
         )
         proc = Proc(["-m", "mt5_credit", "worker"], env, self.tmp / f"worker-{next(_seq)}.log")
         self.procs.append(proc)
