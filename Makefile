@@ -14,7 +14,7 @@ export KAFKA_BOOTSTRAP_SERVERS ?= 127.0.0.1:9092
 PYTEST_ARGS ?=
 
 .PHONY: help install up run smoke verify-run check-deploy check-alerts down status topics test test-unit lint fmt bench bench-backbone bench-mt5 bench-api \
-	bench-webhooks bench-ledger bench-recon bench-sims bench-e2e demo demo-backbone schemas-lock clean
+	bench-webhooks bench-ledger bench-recon bench-sims bench-e2e profile-e2e demo demo-backbone schemas-lock clean
 
 help:
 	@echo "make install         virtualenv + pinned Python packages (PyPI only)"
@@ -40,6 +40,7 @@ help:
 	@echo "make bench-sims      the simulators' own throughput"
 	@echo "make bench-e2e       card deposits end to end over HTTP: steady rate + saturation, CPU per"
 	@echo "                     deposit per process, PostgreSQL commits/deposit, durable-commit ceiling"
+	@echo "make profile-e2e     where a deposit's CPU and SQL go, per process and database (py-spy, pg_stat_statements)"
 	@echo "make demo            card deposits end to end through every service and both simulators, with faults"
 	@echo "make demo-backbone   the backbone alone under faults (the probe service)"
 	@echo "make drill SEED=n    the whole product under seed n's random faults, then every promise checked"
@@ -143,6 +144,11 @@ bench-sims: up
 
 bench-e2e: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/bench_e2e.py
+
+# Where a deposit's CPU and SQL go, per process and per database (py-spy + pg_stat_statements); a
+# tool for guiding work on the cost per deposit, not a benchmark of record.
+profile-e2e: up
+	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/profile_e2e.py
 
 demo: up
 	PG_ADMIN_URL="$$(bash $(PG) url admin)" $(PY) bench/demo.py
