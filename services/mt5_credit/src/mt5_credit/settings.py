@@ -51,7 +51,11 @@ class WorkerSettings:
     lease_margin_ms: int = setting("CREDIT_LEASE_MARGIN_MS", 30_000, doc="lease beyond the MT5 call budget")
     lanes: int = setting("CREDIT_LANES", 4, doc="threads, each with a DB connection and an MT5 session")
     batch_size_max: int = setting("CREDIT_BATCH_SIZE_MAX", 25, doc="rows claimed per pass and lane")
-    poll_interval_ms: int = setting("CREDIT_POLL_INTERVAL_MS", 200, doc="idle wait between passes")
+    # New pending rows wake the worker (NOTIFY); this bounds only the wait for leases running out and
+    # unknown rows coming due, whose own timings are seconds (RESOLVE_BACKOFF_BASE_MS) and minutes.
+    poll_interval_ms: int = setting(
+        "CREDIT_POLL_INTERVAL_MS", 1000, doc="longest idle wait between passes (new rows wake it at once)"
+    )
     dead_margin_ms: int = setting("RESOLVE_DEAD_MARGIN_MS", 15_000, doc="wait beyond the MT5 call budget")
     lookback_ms: int = setting("RESOLVE_LOOKBACK_MS", 15 * 60_000, doc="lookup window before the claim")
     backoff_base_ms: int = setting("RESOLVE_BACKOFF_BASE_MS", 5_000, doc="first wait after a silent lookup")

@@ -1,12 +1,8 @@
 """The worker process: executor and resolver passes in one loop, on one connection and one MT5 session.
 
-Between passes with nothing to do a lane waits on its own listening connection: a new credit row
-wakes it at once (the NOTIFY of migrations 0001 and 0005), and CREDIT_POLL_INTERVAL_MS bounds the wait for what no
-insert announces (a lease running out, an unknown row due for its lookup).
-
-Scale out by running more workers (and more consumers): claims (SKIP LOCKED + conditional UPDATE)
-and the rows' unique keys keep each credit single, not process count. A broken database connection
-is reopened after a pause; a row claimed when it broke simply waits for its lease to run out.
+Between passes with nothing to do a lane waits on its own listening connection: a new pending row
+wakes it at once (the NOTIFY of migrations 0001 and 0005), and CREDIT_POLL_INTERVAL_MS bounds the
+wait for what no insert announces (a lease running out, an unknown row due for its lookup).
 """
 
 from __future__ import annotations
