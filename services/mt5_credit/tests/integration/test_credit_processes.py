@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from backbone.mt5.testing import running_simulator
+from backbone.postgres import connect
 from backbone.testing.kafka import topic_namespace
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
@@ -60,14 +61,19 @@ def test_duplicate_events_credit_once(system: System) -> None:
 
 def test_a_new_credit_row_wakes_an_idle_worker_at_once(system: System) -> None:
     """A worker that polls only every 60 s, idle (its first pass long done): the credit row the
-    consumer writes wakes it through the table's NOTIFY, and the deposit is credited in seconds."""
+    consumer writes wakes it through the table's NOTIFY, and the deposit is credited in seconds. The
+    row keeps the capture's time (the event's occurred_at), which the worker times done from."""
     system.account(7001, "cust-1")
     system.worker(CREDIT_POLL_INTERVAL_MS="60000")
     system.consumer()
     time.sleep(3)  # the worker's first passes found nothing; it now waits on its listening connection
+    sent_ms = time.time() * 1000
     _deposit(system, 12_300)
     (row,) = system.wait_status("done", timeout_s=20)
     assert len(system.deals(f"dep:{row['id']}")) == 1
+    with connect(system.db_url) as conn:
+        found = conn.execute("SELECT extract(epoch FROM fact_at) * 1000 FROM mt5_credits").fetchone()
+    assert found is not None and abs(float(found[0]) - sent_ms) < 5_000
 
 
 @pytest.mark.parametrize(

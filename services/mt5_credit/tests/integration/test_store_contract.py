@@ -80,6 +80,16 @@ def test_a_claim_takes_pending_rows_once_under_a_new_token_and_lease(h: Harness)
     assert h.store.count_by_status() == {"claimed": 3}
 
 
+def test_a_row_keeps_when_its_fact_happened(h: Harness) -> None:
+    """The time of the money fact a row carries out (the capture's) comes back on the claimed row to
+    the millisecond, for the worker's fact -> done time; a row no event made has none."""
+    fact_at_ms = 1_780_000_000_123
+    timed = put_row(h.store, new_row(f"credit:{next(_seq)}", _intent(h)), fact_at_ms=fact_at_ms)
+    untimed = _row(h, _intent(h))
+    claimed = {r.id: r.fact_at_ms for r in h.store.claim(10, 60_000)}
+    assert claimed == {timed: fact_at_ms, untimed: None}
+
+
 def test_a_debit_waits_until_the_credit_it_reverses_is_done(h: Harness) -> None:
     """Nothing can be taken back before it was given: the debit is claimable only after its credit."""
     ref = _intent(h)

@@ -11,6 +11,7 @@ from mt5_credit.adapters.memory_store import InMemoryCreditStore
 from mt5_credit.application.executor import Executor, ExecutorConfig
 from mt5_credit.domain.model import CreditRow, CreditStatus
 from mt5_credit.testing import new_row, put_intent, put_row
+from prometheus_client import REGISTRY
 
 LEASE_MS, CALL_MS, MARGIN_MS = 10_000, 2_000, 1_000  # a call fits while 7 s of the lease are left
 
@@ -100,3 +101,30 @@ def test_no_answer_is_unknown_and_a_refusal_is_failed_with_its_retcode() -> None
     refused = store.load_row(row.id)
     assert refused is not None and refused.status is CreditStatus.FAILED
     assert store.events[0][1] == "Mt5CreditFailed" and store.events[0][2]["retcode"] == "3"
+
+
+def _fact_to_done(kind: str) -> tuple[float, float]:
+    count = REGISTRY.get_sample_value("mt5_credit_fact_to_done_seconds_count", {"kind": kind}) or 0.0
+    total = REGISTRY.get_sample_value("mt5_credit_fact_to_done_seconds_sum", {"kind": kind}) or 0.0
+    return count, total
+
+
+def test_a_done_credit_is_timed_from_its_capture_and_an_untimed_row_is_not() -> None:
+    """The capture 2 s ago, the credit done now: one observation of about 2 s in the capture-to-credit
+    histogram. A row no event made (no fact time) is done without one."""
+    store, mt5 = InMemoryCreditStore(), MemoryMt5()
+    mt5.open_account(5001, "USD", 0)
+    config = ExecutorConfig(
+        batch_size_max=10, lease_ms=LEASE_MS, call_timeout_ms=CALL_MS, lease_margin_ms=MARGIN_MS
+    )
+    executor = Executor(store, mt5, config)
+    for n, fact_at_ms in ((1, int(time.time() * 1000) - 2_000), (2, None)):
+        put_intent(store, f"dpi_{n}", amount_minor=25_000, key=f"k{n}", digest=f"d{n}")
+        put_row(store, new_row(f"payment:simpsp:pi_{n}", f"dpi_{n}", 25_000), fact_at_ms=fact_at_ms)
+        count, total = _fact_to_done("credit")
+        executor.execute_claimed(_claimed(store), time.monotonic(), store.load_accounts([5001]))
+        after_count, after_total = _fact_to_done("credit")
+        if fact_at_ms is None:
+            assert (after_count, after_total) == (count, total)
+        else:
+            assert after_count == count + 1 and 1.9 < after_total - total < 30

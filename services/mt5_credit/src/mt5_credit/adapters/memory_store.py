@@ -229,6 +229,7 @@ class InMemoryCreditStore:
         provider: str,
         provider_payment_id: str | None,
         source_reference: str | None,
+        fact_at_ms: int | None = None,
     ) -> int | None:
         if any(s.source_key == row.source_key for s in self._t.rows.values()):
             return None
@@ -260,7 +261,7 @@ class InMemoryCreditStore:
                 attempts=0, claim_token=None, first_claimed_at_ms=None, claimed_at_ms=None,
                 silent_lookups=0, mt5_deal_ticket=None,
                 repair_id=None if row.repair is None else row.repair.repair_id,
-                credit_reason=row.credit_reason, withdrawal_id=row.withdrawal_id,
+                credit_reason=row.credit_reason, withdrawal_id=row.withdrawal_id, fact_at_ms=fact_at_ms,
             ),
             row.source_key,
             payment_method_token=row.payment_method_token,

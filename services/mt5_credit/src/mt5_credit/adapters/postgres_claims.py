@@ -47,6 +47,7 @@ def credit_row(r: dict[str, Any]) -> CreditRow:
         repair_id=r.get("repair_id"),
         credit_reason=CreditReason(r.get("credit_reason") or "deposit"),
         withdrawal_id=r.get("withdrawal_id"),
+        fact_at_ms=r.get("fact_at_ms"),
     )
 
 
@@ -56,7 +57,8 @@ _COLUMNS = """
   c.amount_minor, c.currency, c.payment_amount_minor, c.payment_currency, c.fx_rate, c.attempts,
   c.claim_token, c.silent_lookups, c.mt5_deal_ticket, c.repair_id, c.credit_reason, c.withdrawal_id,
   (extract(epoch FROM c.first_claimed_at) * 1000)::bigint AS first_claimed_at_ms,
-  (extract(epoch FROM c.claimed_at) * 1000)::bigint AS claimed_at_ms
+  (extract(epoch FROM c.claimed_at) * 1000)::bigint AS claimed_at_ms,
+  (extract(epoch FROM c.fact_at) * 1000)::bigint AS fact_at_ms
 """
 
 

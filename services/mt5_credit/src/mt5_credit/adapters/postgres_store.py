@@ -269,6 +269,7 @@ class PgCreditStore(PgCreditClaims):
         provider: str,
         provider_payment_id: str | None,
         source_reference: str | None,
+        fact_at_ms: int | None = None,
     ) -> int | None:
         """Insert a pending row; None when its business key exists (a duplicate fact: nothing to do)."""
         fx = row.fx
@@ -277,10 +278,10 @@ class PgCreditStore(PgCreditClaims):
                  provider_payment_id, debit_reason, source_reference, original_credit_id, mt5_login,
                  customer_id, amount_minor, currency, payment_amount_minor, payment_currency,
                  fx_rate, fx_source, fx_taken_at, repair_id, repair, credit_reason, withdrawal_id,
-                 payment_method_token)
+                 payment_method_token, fact_at)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
                        CASE WHEN %s::bigint IS NULL THEN NULL ELSE to_timestamp(%s::bigint / 1000.0) END,
-                       %s, %s, %s, %s, %s)
+                       %s, %s, %s, %s, %s, to_timestamp(%s::bigint / 1000.0))
                ON CONFLICT (source_key) DO NOTHING RETURNING id""",
             (
                 row.kind.value,
@@ -307,6 +308,7 @@ class PgCreditStore(PgCreditClaims):
                 row.credit_reason.value,
                 row.withdrawal_id,
                 row.payment_method_token,
+                fact_at_ms,
             ),
         ).fetchone()
         if found is None:

@@ -108,6 +108,7 @@ class Executor:
         metrics.BALANCE_SECONDS.labels(label).observe(time.monotonic() - started)
         metrics.BALANCE_OUTCOMES.labels(row.kind.value, label).inc()
         started_ago_ms = int((time.monotonic() - started) * 1000) + 1
+        done = False
         with self._store.transaction():
             failpoints.hit("mt5_credit.before_record_outcome")
             match outcome:
@@ -134,6 +135,8 @@ class Executor:
                         call_started_ago_ms=started_ago_ms,
                     )
                     log.warning("mt5_no_answer", credit_id=row.id, reason=reason, comment=comment)
+        if done:
+            metrics.observe_done(row)
 
     def _ready(
         self, claimed: CreditRow, claimed_mono: float | None, accounts: dict[int, Account]

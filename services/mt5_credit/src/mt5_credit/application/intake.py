@@ -38,13 +38,16 @@ class Intake:
     def handle(self, uow: UnitOfWork, event: InboundEvent) -> None:
         store = self._store_for(uow)
         body, payment_id = event.event.body, event.event.envelope.payment_id
+        at_ms = event.event.envelope.occurred_at_ms  # the fact's own time: fact -> done is measured from it
         match event.event_type:
             case "PaymentCaptured":
-                self._captured(store, payment_id, body)
+                self._captured(store, payment_id, body, at_ms)
             case "RefundSucceeded":
-                self._taken_back(store, payment_id, DebitReason.REFUND, body["refund_id"], body)
+                self._taken_back(store, payment_id, DebitReason.REFUND, body["refund_id"], body, at_ms)
             case "ChargebackReceived":
-                self._taken_back(store, payment_id, DebitReason.CHARGEBACK, body["chargeback_id"], body)
+                self._taken_back(
+                    store, payment_id, DebitReason.CHARGEBACK, body["chargeback_id"], body, at_ms
+                )
             case "ExecuteRepair":
                 self._repair(store, payment_id, body)
             case "PayoutPaid" | "PayoutFailed" | "PayoutReturned":
@@ -52,7 +55,7 @@ class Intake:
             case _:
                 pass  # other payment events are not money for MT5
 
-    def _captured(self, store: CreditStore, payment_id: str, body: dict[str, Any]) -> None:
+    def _captured(self, store: CreditStore, payment_id: str, body: dict[str, Any], at_ms: int) -> None:
         fact = Captured(
             provider=body["provider"],
             provider_payment_id=body["provider_payment_id"],
@@ -78,6 +81,7 @@ class Intake:
             fact.provider,
             fact.provider_payment_id,
             None,
+            at_ms,
         )
 
     def _repair(self, store: CreditStore, payment_id: str, body: dict[str, Any]) -> None:
@@ -123,7 +127,13 @@ class Intake:
         )
 
     def _taken_back(
-        self, store: CreditStore, payment_id: str, reason: DebitReason, source_id: str, body: dict[str, Any]
+        self,
+        store: CreditStore,
+        payment_id: str,
+        reason: DebitReason,
+        source_id: str,
+        body: dict[str, Any],
+        at_ms: int,
     ) -> None:
         fact = TakenBack(
             reason=reason,
@@ -135,7 +145,7 @@ class Intake:
             deposit_reference=body["deposit_reference"],
         )
         original = None if fact.deposit_reference is None else store.load_original(fact.deposit_reference)
-        self._apply(store, plan_debit(fact, original), payment_id, fact.provider, None, source_id)
+        self._apply(store, plan_debit(fact, original), payment_id, fact.provider, None, source_id, at_ms)
 
     def _apply(
         self,
@@ -145,6 +155,7 @@ class Intake:
         provider: str,
         provider_payment_id: str | None,
         source_reference: str | None,
+        fact_at_ms: int,
     ) -> None:
         match plan:
             case NewRow():
@@ -154,6 +165,7 @@ class Intake:
                     provider=provider,
                     provider_payment_id=provider_payment_id,
                     source_reference=source_reference,
+                    fact_at_ms=fact_at_ms,
                 )
                 log.info(
                     "row_created" if credit_id else "row_exists",

@@ -109,8 +109,10 @@ class CreditStore(Protocol):
         provider: str,
         provider_payment_id: str | None,
         source_reference: str | None,
+        fact_at_ms: int | None = None,
     ) -> int | None:
-        """A pending row's id; None when its business key exists (a duplicate fact)."""
+        """A pending row's id; None when its business key exists (a duplicate fact). ``fact_at_ms``:
+        when the event it carries out happened at its source (None: no such event)."""
         ...
 
     def open_case(

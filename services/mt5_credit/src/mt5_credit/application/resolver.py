@@ -116,6 +116,8 @@ class Resolver:
             ):
                 self._store.publish(row, events.needs_attention(row, "unknown", reason))
                 outcomes.answer(self._store, row, "unknown", f"a person must look: {reason}")
+        if ticket is not None and target is CreditStatus.DONE:
+            metrics.observe_done(row)  # committed: the block above returned when nothing moved
         log_fn = log.error if verdict.alert or verdict.needs_person else log.info
         log_fn(
             "unknown_looked_up",

@@ -118,6 +118,7 @@ class CreditRow:
     repair_id: int | None = None  # set on a row that executes an approved repair
     credit_reason: CreditReason = CreditReason.DEPOSIT
     withdrawal_id: str | None = None  # set on a withdrawal's debit and on its give-back credit
+    fact_at_ms: int | None = None  # when its money fact happened at the source (capture, refund, ...)
 
     @property
     def comment(self) -> str:

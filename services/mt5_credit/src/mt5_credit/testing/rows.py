@@ -40,8 +40,15 @@ def new_row(
     )  # fmt: skip
 
 
-def put_row(store: CreditStore, row: NewRow, *, payment_id: str = "pay_1") -> int | None:
+def put_row(
+    store: CreditStore, row: NewRow, *, payment_id: str = "pay_1", fact_at_ms: int | None = None
+) -> int | None:
     """Insert ``row`` as payment ``payment_id``'s (PSP payment pi_1): its id, or None if its key exists."""
     return store.insert_row(
-        row, payment_id=payment_id, provider="simpsp", provider_payment_id="pi_1", source_reference=None
+        row,
+        payment_id=payment_id,
+        provider="simpsp",
+        provider_payment_id="pi_1",
+        source_reference=None,
+        fact_at_ms=fact_at_ms,
     )
