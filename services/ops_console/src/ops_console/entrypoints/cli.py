@@ -18,7 +18,7 @@ import typer
 from backbone.health import Health
 from backbone.logs import configure_logging
 from backbone.postgres.migrations import MigrationSource, backbone_source, migrate
-from backbone.settings import SettingsError, load_settings
+from backbone.settings import Secret, SettingsError, load_settings
 from psycopg_pool import AsyncConnectionPool
 from rich.console import Console as Rich
 from rich.table import Table
@@ -27,6 +27,7 @@ from ops_console.adapters.pg_store import PgConsoleStore
 from ops_console.adapters.services_http import OperatorClient, PaymentsClient, parse_merchant_tokens
 from ops_console.domain import permissions
 from ops_console.domain.operators import BadOperator, Operator, check_merchant, check_username, hash_password
+from ops_console.domain.permissions import Permission
 from ops_console.entrypoints.web import Console
 from ops_console.entrypoints.web import serve as run
 from ops_console.settings import SERVICE_NAME, CliSettings, ConsoleSettings
@@ -81,15 +82,9 @@ def serve() -> None:
         permissions.RECONCILER,
         timeout,
     )
-    credit = None
-    if settings.mt5_credit_url and settings.mt5_credit_token is not None:
-        credit = OperatorClient(
-            "mt5-credit",
-            settings.mt5_credit_url,
-            settings.mt5_credit_token.reveal(),
-            permissions.MT5_CREDIT,
-            timeout,
-        )
+    credit = _operator_client(
+        "mt5-credit", settings.mt5_credit_url, settings.mt5_credit_token, permissions.MT5_CREDIT, timeout
+    )
     payments = (
         PaymentsClient(
             settings.payment_state_url, merchant_tokens, timeout, settings.mt5_credit_url, credit_tokens
@@ -97,29 +92,19 @@ def serve() -> None:
         if settings.payment_state_url
         else None
     )
-    ledger = None
-    if settings.ledger_url and settings.ledger_token is not None:
-        ledger = OperatorClient(
-            "ledger", settings.ledger_url, settings.ledger_token.reveal(), permissions.LEDGER, timeout
-        )
-    gateway = None
-    if settings.gateway_url and settings.gateway_token is not None:
-        gateway = OperatorClient(
-            "webhook gateway",
-            settings.gateway_url,
-            settings.gateway_token.reveal(),
-            permissions.GATEWAY,
-            timeout,
-        )
-    payment_ops = None
-    if settings.payment_state_url and settings.payment_state_token is not None:
-        payment_ops = OperatorClient(
-            "payment-state",
-            settings.payment_state_url,
-            settings.payment_state_token.reveal(),
-            permissions.PAYMENT_STATE,
-            timeout,
-        )
+    ledger = _operator_client(
+        "ledger", settings.ledger_url, settings.ledger_token, permissions.LEDGER, timeout
+    )
+    gateway = _operator_client(
+        "webhook gateway", settings.gateway_url, settings.gateway_token, permissions.GATEWAY, timeout
+    )
+    payment_ops = _operator_client(
+        "payment-state",
+        settings.payment_state_url,
+        settings.payment_state_token,
+        permissions.PAYMENT_STATE,
+        timeout,
+    )
     clients = [c for c in (recon, credit, ledger, gateway, payment_ops, payments) if c is not None]
     web_app = Console(
         settings,
@@ -146,6 +131,20 @@ def serve() -> None:
     web_app.on_startup.append(start)
     web_app.on_cleanup.append(stop)
     run(web_app, settings)
+
+
+def _operator_client(
+    name: str,
+    url: str | None,
+    token: Secret | None,
+    grants: dict[Permission, tuple[str, ...]],
+    timeout_s: float,
+) -> OperatorClient | None:
+    """The client of one service the console acts on for operators; None when it is not configured
+    (its pages then say so)."""
+    if not url or token is None:
+        return None
+    return OperatorClient(name, url, token.reveal(), grants, timeout_s)
 
 
 def _merchant_tokens(path: Path | None, name: str) -> dict[str, str]:
