@@ -31,7 +31,7 @@ from backbone.testing.system import System
 CONSUMERS: Final = ("payment_state-consume", "mt5_credit-consume", "ledger-consume", "reconciler-consume")
 MT5_SIM: Final = "mt5_sim"
 PSP_CALL_KINDS: Final = ("apply_then_fail", "apply_then_hang", "fail_without_apply", "hang_without_apply")
-PSP_OPERATIONS: Final = ("create", "confirm", "capture", "refund", "retrieve")
+PSP_OPERATIONS: Final = ("create", "confirm", "capture", "refund", "retrieve", "payout")
 PSP_WEBHOOK_KINDS: Final = (
     "webhook_drop",
     "webhook_duplicate",
