@@ -39,10 +39,12 @@ def test_a_short_drill_keeps_every_promise_and_its_checks_are_not_blind(
     infra: PrivateInfra, tmp_path: Path
 ) -> None:
     """One seed (``DRILL_SEED``, default 1) of 30 s of deposits, refunds, chargebacks and withdrawals
-    under its random faults: afterwards every check passes (every request answered, every acknowledged one reflected, one MT5 deal per money
+    under its random faults, a reconciliation killed mid-run among them: afterwards every check
+    passes (every request answered, every acknowledged one reflected, one MT5 deal per money
     movement on the right login for the right amount, statuses forward only, facts in order,
     balanced journals, books = MT5 per login, one debit and at most one payout per approved
-    withdrawal and nothing left in transit, no dead letters, a clean reconciliation). Then a deal nobody made, a second copy of a real deposit's deal and a
+    withdrawal and nothing left in transit, no dead letters, a clean reconciliation, no run lock
+    left, no case twice). Then a deal nobody made, a second copy of a real deposit's deal and a
     second copy of a withdrawal's debit are put on MT5 behind the product's back: the deal, the
     withdrawal and the liability checks report them."""
     seen: dict[str, list[str]] = {}

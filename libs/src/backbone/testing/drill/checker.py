@@ -3,8 +3,8 @@
 Each check returns the violations it found as sentences naming the deposit or withdrawal, the
 payment and what was expected; an empty list is a pass. The checks read the product through its own
 APIs (payment-state, mt5-credit, the ledger), MT5 through the simulator's control API (what the
-trading server holds), the PSP's payouts through its API, the payment facts topic from Kafka, and each
-service's ``dead_letters`` table.
+trading server holds), the PSP's payouts through its API, the payment facts topic from Kafka, each
+service's ``dead_letters`` table, and the reconciler's runs, cases and locks.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import psycopg
 
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.testing import kafka as test_kafka
+from backbone.testing.drill.faults import RECON_BUSY_EXIT, RECON_LOCK_WAIT_S
 from backbone.testing.drill.history import History
 from backbone.testing.drill.workload import CHECKER, LOGINS, Deposit, Withdrawal, Workload
 from backbone.testing.system import LEDGER_TOKEN, System
@@ -53,6 +54,7 @@ SERVICES_WITH_CONSUMERS: Final = ("payment_state", "mt5_credit", "ledger", "reco
 SETTLED: Final = frozenset({"paid", "returned", "refused"})
 NEVER_APPROVED: Final = frozenset({"held", "prepared", "rejected"})
 ROW_FINAL: Final = frozenset({"done", "rejected", "failed", "cancelled", "canceled"})
+RECON_LOCK_NAMESPACE: Final = 0x5EC0  # the reconciler's run lock: pg_advisory_lock(0x5EC0, date)
 
 
 class Checker:
@@ -476,6 +478,45 @@ class Checker:
         return [f"reconciliation {result.get('status')}: {f}" for f in findings] or [
             f"reconciliation {result.get('status')}: {result}"
         ], result
+
+    def runs_recovered(self) -> list[str]:
+        """After the final run: each reconciliation killed mid-run let go of its date (its re-run
+        got the lock within ``RECON_LOCK_WAIT_S``), no run is left ``running``, nobody holds a run
+        lock, and no case was opened twice or announced twice (CaseOpened once per opening)."""
+        out = []
+        for f in self.history.faults:
+            if f.kind != "recon_kill":
+                continue
+            if "rerun_exit" not in f.detail:
+                out.append(f"the reconciliation killed at {f.at}s was never run again: {f.detail}")
+            elif f.detail["rerun_exit"] == RECON_BUSY_EXIT:
+                out.append(
+                    f"the reconciliation killed at {f.at}s ({f.detail['step']}): its re-run found the date"
+                    f" locked for {f.detail['lock_wait_s']} s (more than {RECON_LOCK_WAIT_S:.0f} s)"
+                )
+        with psycopg.connect(self.system.dbs["reconciler"], autocommit=True) as conn:
+            running = conn.execute("SELECT id, business_date FROM runs WHERE status = 'running'").fetchall()
+            out += [f"run {run} of {day} is still 'running' after the final run" for run, day in running]
+            locks = conn.execute(_RUN_LOCKS, (RECON_LOCK_NAMESPACE,)).fetchall()
+            out += [f"backend {pid} still holds the run lock of day {day}" for pid, day in locks]
+            announced: dict[str, int] = dict(
+                conn.execute(
+                    "SELECT message_key, count(*) FROM outbox WHERE event_type = 'CaseOpened' GROUP BY 1"
+                ).fetchall()
+            )
+            for key, opened, openings in conn.execute(_OPENINGS).fetchall():
+                if opened != 1:
+                    out.append(f"case {key} opened {opened} times")
+                if announced.get(key, 0) != openings:
+                    out.append(f"case {key}: {announced.get(key, 0)} CaseOpened for {openings} openings")
+        return out
+
+
+_OPENINGS = """SELECT c.case_key, count(*) FILTER (WHERE h.action = 'opened'),
+    count(*) FILTER (WHERE h.action IN ('opened', 'reopened'))
+  FROM cases c JOIN case_history h ON h.case_id = c.id GROUP BY c.case_key"""
+_RUN_LOCKS = """SELECT pid, objid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
 
 
 def _ok(d: Deposit | Withdrawal, op: str) -> int:
