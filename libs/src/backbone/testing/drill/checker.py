@@ -436,11 +436,18 @@ class Checker:
                     out.append(f"{name}: {status}, {_in_transit(journals)} left in payouts_in_transit")
         return out
 
-    def _payout_count(self, wid: str) -> int | None:
-        status, body = self.workload.client.get(
-            f"{self.system.urls.psp_control}/control/payouts/count?reference={wid}", None
-        )
-        return int(body["count"]) if status == 200 and isinstance(body, dict) else None
+    def _payout_count(self, wid: str, timeout_s: float = 30.0) -> int | None:
+        """How many payouts the PSP made with this reference (None: it did not answer)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status, body = self.workload.client.get(
+                f"{self.system.urls.psp_control}/control/payouts/count?reference={wid}", None
+            )
+            if status == 200 and isinstance(body, dict):
+                return int(body["count"])
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.5)
 
     def _deals_of(self, w: Withdrawal, row: dict[str, Any] | None) -> list[dict[str, Any]]:
         """MT5's deals carrying the comment of the withdrawal's ``row``, on any drill login."""

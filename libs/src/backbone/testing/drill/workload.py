@@ -337,7 +337,7 @@ class Workload:
         w.payout_id = str(payout["id"])
         returned = c.call(
             "return", w.subject, "POST", f"{s.urls.psp_control}/control/payouts/{w.payout_id}/return", {},
-            confirm=lambda: (self.payout(w) or {}).get("status") == "returned",
+            confirm=lambda: (self.payout(w, 0) or {}).get("status") == "returned",
         )  # fmt: skip
         w.requests["return"] = returned
         return f"return {returned.outcome}"
@@ -377,15 +377,20 @@ class Workload:
             time.sleep(0.3)
         return ""
 
-    def payout(self, w: Withdrawal) -> dict[str, Any] | None:
-        """The PSP's payout carrying the withdrawal id (None: none, or no answer)."""
-        status, body = self.client.get(
-            f"{self.system.urls.psp}/v1/payouts?reference={w.withdrawal_id}", PSP_API_KEY
-        )
-        if status != 200 or not isinstance(body, dict) or not body.get("data"):
-            return None
-        found: dict[str, Any] = body["data"][0]
-        return found
+    def payout(self, w: Withdrawal, timeout_s: float = 30.0) -> dict[str, Any] | None:
+        """The PSP's payout carrying the withdrawal id; None when the PSP answers that there is none
+        (asked again while it does not answer, up to ``timeout_s``: no answer is not "none")."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status, body = self.client.get(
+                f"{self.system.urls.psp}/v1/payouts?reference={w.withdrawal_id}", PSP_API_KEY
+            )
+            if status == 200 and isinstance(body, dict):
+                found: list[dict[str, Any]] = body["data"]
+                return found[0] if found else None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the PSP did not list the payouts of {w.withdrawal_id}: {status} {body}")
+            time.sleep(0.5)
 
     def _fault_armed(self, wid: str) -> bool:
         status, body = self.client.get(f"{self.system.urls.psp_control}/control/faults", None)
