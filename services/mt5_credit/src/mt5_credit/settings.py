@@ -53,7 +53,9 @@ class WorkerSettings:
     batch_size_max: int = setting("CREDIT_BATCH_SIZE_MAX", 25, doc="rows claimed per pass and lane")
     poll_interval_ms: int = setting("CREDIT_POLL_INTERVAL_MS", 200, doc="idle wait between passes")
     dead_margin_ms: int = setting("RESOLVE_DEAD_MARGIN_MS", 15_000, doc="wait beyond the MT5 call budget")
-    lookback_ms: int = setting("RESOLVE_LOOKBACK_MS", 15 * 60_000, doc="lookup window before the claim")
+    lookback_ms: int = setting(
+        "RESOLVE_LOOKBACK_MS", 15 * 60_000, doc="lookup window before the first claim and after now"
+    )
     backoff_base_ms: int = setting("RESOLVE_BACKOFF_BASE_MS", 5_000, doc="first wait after a silent lookup")
     backoff_cap_ms: int = setting("RESOLVE_BACKOFF_CAP_MS", 300_000, doc="longest wait between lookups")
     no_answer_attempts_max: int = setting("RESOLVE_NO_ANSWER_MAX", 5, doc="silent lookups before a case")
