@@ -213,7 +213,12 @@ class IdempotentConsumer:
         error = message.error()
         if error is None:
             return True
-        if error.fatal():
+        if error.fatal() or error.code() == KafkaError._FATAL:
+            # librdkafka hands a high-level consumer its fatal error ("static consumer fenced by
+            # other consumer with same group.instance.id" after a broker restart) as a message
+            # error with code _FATAL and no fatal flag, never through error_cb (a drill saw it)
+            log.error("consumer.kafka_fatal", consumer=self._name, error=error.str(), action="exit")
+            self._fatal = error
             raise KafkaException(error)
         self._kafka.failed(error.str())
         return False
