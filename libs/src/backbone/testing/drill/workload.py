@@ -322,7 +322,7 @@ class Workload:
         if w.fate == "rejected":
             rejected = self._act(w, "reject", MAKER, {"reason": "drill: the client called it off"})
             return f"reject {rejected.outcome}"
-        view = self.withdrawal(w)
+        view = self.wait_withdrawal_view(w, AUTHORIZE_WAIT_S)  # the digest bob approves
         if view is None:
             return "prepared withdrawal not readable"
         approve = {"command_digest": view["command_digest"], "reason": "drill: second pair of eyes"}
@@ -367,6 +367,16 @@ class Workload:
         if not w.seen or w.seen[-1] != body["status"]:
             w.seen.append(str(body["status"]))
         return body
+
+    def wait_withdrawal_view(self, w: Withdrawal, timeout_s: float) -> dict[str, Any] | None:
+        """The withdrawal, read again while mt5-credit does not answer (its API may be down)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            view = self.withdrawal(w)
+            if view is not None:
+                return view
+            time.sleep(0.3)
+        return None
 
     def wait_withdrawal(self, w: Withdrawal, wanted: set[str], timeout_s: float) -> str:
         deadline = time.monotonic() + timeout_s
