@@ -93,6 +93,7 @@ def _report(result: DrillResult) -> None:
     console.print(f"faults: {result.summary.get('faults')}")
     console.print(f"requests: {result.summary.get('requests')}")
     console.print(f"deposits: {result.summary.get('deposits')}")
+    console.print(f"withdrawals: {result.summary.get('withdrawals')}")
     if not result.passed:
         console.print(f"[red]seed {result.seed} failed[/red]; schedule: {result.workdir / 'schedule.json'}")
         console.print(f"history: {result.workdir / 'history.json'}; process logs in {result.workdir}")

@@ -38,12 +38,15 @@ def _explain(result: DrillResult) -> str:
 def test_a_short_drill_keeps_every_promise_and_its_checks_are_not_blind(
     infra: PrivateInfra, tmp_path: Path
 ) -> None:
-    """One seed (``DRILL_SEED``, default 1) of 30 s of deposits, refunds and chargebacks under its
-    random faults: afterwards every check passes (every request answered, every acknowledged one
-    reflected, one MT5 deal per money movement on the right login for the right amount, statuses
-    forward only, facts in order, balanced journals, books = MT5 per login, no dead letters, a
-    clean reconciliation). Then a deal nobody made and a second copy of a real deal are put on
-    MT5 behind the product's back, and the deal and liability checks report both."""
+    """One seed (``DRILL_SEED``, default 1) of 30 s of deposits, refunds, chargebacks and withdrawals
+    under its random faults, a reconciliation killed mid-run among them: afterwards every check
+    passes (every request answered, every acknowledged one reflected, one MT5 deal per money
+    movement on the right login for the right amount, statuses forward only, facts in order,
+    balanced journals, books = MT5 per login, one debit and at most one payout per approved
+    withdrawal and nothing left in transit, no dead letters, a clean reconciliation, no run lock
+    left, no case twice). Then a deal nobody made, a second copy of a real deposit's deal and a
+    second copy of a withdrawal's debit are put on MT5 behind the product's back: the deal, the
+    withdrawal and the liability checks report them."""
     seen: dict[str, list[str]] = {}
 
     def tamper(checker: Checker) -> None:
@@ -53,13 +56,20 @@ def test_a_short_drill_keeps_every_promise_and_its_checks_are_not_blind(
         real = next(d for d in checker.deposits if checker.credit_rows.get(d.number))
         row = next(r for r in checker.credit_rows[real.number] if r["kind"] == "credit")
         mt5.control.add_deals(real.login, f"{row['amount_minor'] / 100:.2f}", f"dep:{row['credit_id']}")
+        paid = next(w for w in checker.withdrawals if (checker.views.get(w.number) or {}).get("debit"))
+        debit = (checker.views.get(paid.number) or {})["debit"]
+        seen["wdr"] = [debit["comment"]]
+        mt5.control.add_deals(paid.login, f"{-paid.amount_minor / 100:.2f}", debit["comment"])
         seen["deals"], seen["liability"] = checker.deals(), checker.liability()
+        seen["withdrawals"] = checker.withdrawal_money()
 
     seed = int(os.environ.get("DRILL_SEED", "1"))
     result = run_seed(seed, infra, tmp_path / f"seed-{seed}", duration_s=30, deposits=10, probe=tamper)
     assert result.passed, _explain(result)
     assert any("dep:999999999" in v and "explained by nothing" in v for v in seen["deals"]), seen
-    assert any("2 deals with comment" in v for v in seen["deals"]), seen
+    assert any("2 deals with comment 'dep:" in v for v in seen["deals"]), seen
+    assert any(f"2 deals with comment {seen['wdr'][0]!r}" in v for v in seen["deals"]), seen
+    assert any("2 debit deals" in v for v in seen["withdrawals"]), seen
     assert len(seen["liability"]) >= 1, seen
 
 

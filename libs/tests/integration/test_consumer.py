@@ -116,6 +116,51 @@ def test_a_refused_message_is_dead_lettered_at_once_and_the_batch_goes_on(probe_
     assert refused[0] in probe_service.scalar("SELECT event_id::text FROM dead_letters")
 
 
+def test_a_message_that_waits_holds_its_partition_uses_no_attempt_and_is_applied_after_its_fact(
+    probe_service: Probe,
+) -> None:
+    """A message whose handler says ``NotYet`` (it needs a fact on another key, a payment ``go-…``)
+    is asked again and again, far more often than CONSUMER_MAX_ATTEMPTS, without a dead letter and
+    without an attempt left counted; the messages behind it on its partition wait, in order. Once
+    the fact is applied, it is applied once, then the ones behind it: nothing twice, order kept."""
+    waiting = probe_service.write(1, keys=1, key_prefix="hot", merchant_id="wait")
+    behind = probe_service.write(5, keys=1, key_prefix="hot", seq_start=2)
+    probe_service.start("relay")
+    consumer = probe_service.start("consume", CONSUMER_MAX_ATTEMPTS="2")
+    wait_until(lambda: consumer.logs().count("consumer.waiting") >= 6, 60, "the message to wait a while")
+    assert probe_service.effects() == 0 and dead_letters(probe_service) == []
+    went = probe_service.write(1, keys=1, key_prefix="go", seq_start=100)
+    wait_until(
+        lambda: probe_service.effects() >= 7, 60, "the fact, then the waiting message and its partition"
+    )
+    per_event = probe_service.applications_per_event()
+    assert sorted(per_event) == sorted(waiting + behind + went) and set(per_event.values()) == {1}
+    hot_seqs = [
+        r[0]
+        for r in probe_service.query("SELECT seq FROM probe_effects WHERE payment_id = 'hot-0' ORDER BY id")
+    ]
+    assert hot_seqs == [1, 2, 3, 4, 5, 6]
+    assert dead_letters(probe_service) == []
+    assert probe_service.scalar("SELECT count(*) FROM consumer_attempts") == 0
+    assert "consumer.handler_failed" not in consumer.logs()
+
+
+def test_a_message_that_waits_too_long_is_dead_lettered_as_waited(probe_service: Probe) -> None:
+    """The fact a ``NotYet`` message waits for never comes: after CONSUMER_WAIT_MAX_MS it is
+    dead-lettered (error class ``waited``, the handler's reason, no failed attempt) and its
+    partition moves on."""
+    waiting = probe_service.write(1, keys=1, key_prefix="hot", merchant_id="wait")
+    behind = probe_service.write(3, keys=1, key_prefix="hot", seq_start=2)
+    probe_service.start("relay")
+    probe_service.start("consume", CONSUMER_WAIT_MAX_MS="1500")
+    wait_until(lambda: probe_service.effects() >= 3, 60, "the partition to move on")
+    [(error_class, reason, attempts, resolution)] = dead_letters(probe_service)
+    assert (error_class, attempts, resolution) == ("waited", 0, None)
+    assert reason.startswith("waited ") and reason.endswith("the probe waits for a payment go-…")
+    assert sorted(probe_service.applications_per_event()) == sorted(behind)
+    assert waiting[0] in probe_service.scalar("SELECT event_id::text FROM dead_letters")
+
+
 def _produce(service: Probe, messages: list[tuple[bytes, bytes]]) -> None:
     producer = Producer({"bootstrap.servers": service.stack.kafka_bootstrap, "enable.idempotence": True})
     for key, value in messages:

@@ -147,6 +147,20 @@ def note_error(
     )
 
 
+def uncount_attempt(
+    conn: psycopg.Connection, consumer: str, topic: str, partition: int, offset: int, note: str
+) -> int:
+    """Take back the attempt just counted (the message waited, it did not fail); the attempts left."""
+    with conn.transaction():
+        row = conn.execute(
+            "UPDATE consumer_attempts SET attempts = attempts - 1, last_error = %s, updated_at = now()"
+            " WHERE consumer = %s AND topic = %s AND kafka_partition = %s AND kafka_offset = %s"
+            " RETURNING attempts",
+            (note[:ERROR_TEXT_MAX], consumer, topic, partition, offset),
+        ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def clear_attempts(conn: psycopg.Connection, consumer: str, topic: str, partition: int, offset: int) -> None:
     conn.execute(
         "DELETE FROM consumer_attempts WHERE consumer = %s AND topic = %s AND kafka_partition = %s"

@@ -11,6 +11,10 @@ Failures:
 - a handler that raises ``Refuse`` for a message (it can never succeed) has that message
   dead-lettered at once as ``refused``, without attempts; the batch is re-applied without it, so the
   rest of the batch is not held back and a refusal is never retried;
+- a handler that raises ``NotYet`` for a message (it waits for a fact on another partition) has the
+  batch re-run message by message; that message holds back its partition, others move on, and it is
+  asked again after ``retry_backoff_ms`` without counting an attempt, until ``wait_max_ms`` have
+  passed since its first wait in this process: then it is dead-lettered as ``waited``;
 - any other handler exception rolls the batch back and the batch is re-run message by message; the
   failing message is retried (its partition waits, others move on) and after ``max_attempts``
   it is dead-lettered: a ``dead_letters`` row plus a copy on ``<topic>.dlq`` through the outbox.
@@ -56,13 +60,16 @@ from backbone.consumer.inbox import (
     mark_in_flight,
     note_error,
     record_attempt,
+    uncount_attempt,
 )
 from backbone.consumer.lag import lags_of, publish_lags
 from backbone.consumer.messages import (
     REFUSED,
+    WAITED,
     BatchHandler,
     InboundEvent,
     Item,
+    NotYet,
     Polled,
     Refuse,
     Rejection,
@@ -135,6 +142,7 @@ class IdempotentConsumer:
         self._conn: psycopg.Connection | None = None
         self._unchecked: set[TopicPartitionKey] = set()  # assigned, in-flight marker not looked at
         self._suspect: dict[TopicPartitionKey, int] = {}  # partition -> last offset to apply carefully
+        self._waiting: dict[tuple[str, int, int], float] = {}  # (topic, partition, offset) -> since (NotYet)
         self._pending_commits: dict[TopicPartitionKey, int] = {}
         self._infra_failures = 0
         self._next_reach = 0.0
@@ -215,7 +223,12 @@ class IdempotentConsumer:
         error = message.error()
         if error is None:
             return True
-        if error.fatal():
+        if error.fatal() or error.code() == KafkaError._FATAL:
+            # librdkafka hands a high-level consumer its fatal error ("static consumer fenced by
+            # other consumer with same group.instance.id" after a broker restart) as a message
+            # error with code _FATAL and no fatal flag, never through error_cb (a drill saw it)
+            log.error("consumer.kafka_fatal", consumer=self._name, error=error.str(), action="exit")
+            self._fatal = error
             raise KafkaException(error)
         self._kafka.failed(error.str())
         return False
@@ -266,6 +279,10 @@ class IdempotentConsumer:
                     self._apply_carefully(items)
                     return
                 items = [refused if item.message is refused.message else item for item in items]
+            except NotYet as wait:  # one message waits: the others of the batch go on without it
+                log.info("consumer.batch_waits_one_by_one", consumer=self._name, reason=wait.reason)
+                self._apply_carefully(items)
+                return
             except Exception as exc:
                 if is_infrastructure_error(exc):
                     raise
@@ -364,7 +381,7 @@ class IdempotentConsumer:
             if tp in held:
                 self._suspect[tp] = max(last, self._suspect.get(tp, -1))
 
-    def _apply_one(self, conn: psycopg.Connection, item: Item) -> bool:
+    def _apply_one(self, conn: psycopg.Connection, item: Item) -> bool:  # noqa: PLR0911 - one per outcome
         """Apply or dead-letter one message; False means "failed, retry it later"."""
         message = item.message
         if item.letter is not None:
@@ -387,6 +404,8 @@ class IdempotentConsumer:
                 clear_attempts(conn, self._name, *coords)
         except Refuse as refusal:  # it can never succeed: no further attempts
             return self._give_up(conn, item, attempts, refusal.reason, REFUSED)
+        except NotYet as wait:  # not a failure: it waits for a fact on another partition
+            return self._wait(conn, item, wait.reason)
         except Exception as exc:
             if is_infrastructure_error(exc):
                 raise
@@ -404,8 +423,31 @@ class IdempotentConsumer:
             if attempts >= self._s.max_attempts:
                 return self._give_up(conn, item, attempts, error)
             return False
+        self._waiting.pop(coords, None)
         self._count(applied=len(fresh), duplicate=1 - len(fresh))
         return True
+
+    def _wait(self, conn: psycopg.Connection, item: Item, reason: str) -> bool:
+        """Hold the message back without counting the attempt; dead-letter it once it has waited
+        ``wait_max_ms`` (False: "not settled, ask again later")."""
+        message = item.message
+        coords = (message.topic, message.partition, message.offset)
+        since = self._waiting.setdefault(coords, time.monotonic())
+        attempts = uncount_attempt(conn, self._name, *coords, f"waiting: {reason}")
+        waited_ms = int((time.monotonic() - since) * 1000)
+        if waited_ms >= self._s.wait_max_ms:
+            self._waiting.pop(coords, None)
+            return self._give_up(conn, item, attempts, f"waited {waited_ms} ms: {reason}", WAITED)
+        assert item.inbound is not None
+        log.info(
+            "consumer.waiting",
+            consumer=self._name,
+            reason=reason,
+            waited_ms=waited_ms,
+            event_id=item.inbound.event_id,
+            source=f"{coords[0]}/{coords[1]}/{coords[2]}",
+        )
+        return False
 
     def _give_up(
         self,
@@ -417,6 +459,7 @@ class IdempotentConsumer:
     ) -> bool:
         invariant(item.inbound is not None, "only decoded events are retried")
         assert item.inbound is not None
+        self._waiting.pop((item.message.topic, item.message.partition, item.message.offset), None)
         letter = dead_letter_for(item.message, error_class, error, item.inbound.event, attempts)
         with conn.transaction():
             self._dead_letter(conn, letter)

@@ -67,6 +67,7 @@ class UnitOfWork:
 
 BatchHandler = Callable[[UnitOfWork, Sequence[InboundEvent]], None]
 REFUSED: Final = "refused"  # the error class of a message a handler refused (dead_letters.error_class)
+WAITED: Final = "waited"  # ... of a message that waited (NotYet) longer than CONSUMER_WAIT_MAX_MS
 
 
 class Refuse(Exception):
@@ -77,6 +78,20 @@ class Refuse(Exception):
 
     A batch handler names the message (``event_id``); ``per_event`` fills it in. Raise it before the
     message's own writes, or let the batch roll back: the loop re-applies the batch without it."""
+
+    def __init__(self, reason: str, event_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.event_id = reason, event_id
+
+
+class NotYet(Exception):
+    """Raised by a handler for a message that cannot be applied *yet*: it needs a fact that travels
+    under another key (so on another partition, in no order with it) and has not been applied.
+    The message's partition waits and the others move on, as after a failure, but a wait is not a
+    failed attempt: it is asked again every ``CONSUMER_RETRY_BACKOFF_MS`` until the fact is there.
+    After ``CONSUMER_WAIT_MAX_MS`` of waiting it is dead-lettered (error class ``waited``): the fact
+    it waits for may never come, and a person decides. The batch handler names the message
+    (``event_id``), as with ``Refuse``."""
 
     def __init__(self, reason: str, event_id: str | None = None) -> None:
         super().__init__(reason)

@@ -21,6 +21,11 @@ class ConsumerSettings:
     )
     max_attempts: int = setting("CONSUMER_MAX_ATTEMPTS", 5, doc="failures before a message is dead-lettered")
     retry_backoff_ms: int = setting("CONSUMER_RETRY_BACKOFF_MS", 500, doc="pause before retrying a failure")
+    wait_max_ms: int = setting(
+        "CONSUMER_WAIT_MAX_MS",
+        600_000,
+        doc="how long a message may wait (NotYet) for a fact on another partition before its dead letter",
+    )
     session_timeout_ms: int = setting("CONSUMER_SESSION_TIMEOUT_MS", 10_000)
     # The longest gap between two polls the loop allows itself: a fast batch is one transaction of at
     # most CONSUMER_BATCH_SIZE_MAX messages (well under a second at the benchmarked rates); the

@@ -5,7 +5,9 @@ row per application (no unique constraint, so a double application would show). 
 ``PROBE_EMIT_TOPIC`` it also writes one follow-up event per applied event to its outbox, in the
 same transaction. Markers in ``merchant_id`` make it misbehave on purpose: ``poison`` raises,
 ``crash`` kills the process (SIGKILL) mid-transaction, ``refuse`` is refused (``Refuse``: input that
-can never succeed); ``PROBE_HEAL=1`` turns poison and crash off (a fixed deployment, for replay tests).
+can never succeed), ``wait`` waits (``NotYet``) until an event of a payment ``go-…`` has been applied
+(a fact on another key); ``PROBE_HEAL=1`` turns poison and crash off (a fixed deployment, for replay
+tests).
 
     python -m backbone.testing.probe consume|relay|write|dlq ...
 """
@@ -24,7 +26,7 @@ from typing import Final
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.dlq import ReplayContext, dlq_main
 from backbone.consumer.loop import run_consumer_from_env
-from backbone.consumer.messages import BatchHandler, InboundEvent, Refuse, UnitOfWork
+from backbone.consumer.messages import BatchHandler, InboundEvent, NotYet, Refuse, UnitOfWork
 from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox.relay import run_relay_from_env
@@ -69,6 +71,8 @@ def make_handler(emit_topic: str | None) -> BatchHandler:
         for e in events:
             if e.event.body["merchant_id"] == "refuse":
                 raise Refuse("the probe refuses merchant 'refuse'", e.event_id)
+            if e.event.body["merchant_id"] == "wait" and not _went(uow):
+                raise NotYet("the probe waits for a payment go-…", e.event_id)
         for e in events if not healed else ():
             marker = e.event.body["merchant_id"]
             if marker == "poison":
@@ -110,6 +114,12 @@ def make_handler(emit_topic: str | None) -> BatchHandler:
             outbox.write(uow.conn, follow_ups)
 
     return handle
+
+
+def _went(uow: UnitOfWork) -> bool:
+    """Whether an event of a payment ``go-…`` has been applied (committed before this batch)."""
+    found = uow.conn.execute("SELECT 1 FROM probe_effects WHERE payment_id LIKE 'go-%' LIMIT 1")
+    return found.fetchone() is not None
 
 
 def _parts() -> tuple[AvroCodec, TopicCatalogue, OutboxWriter]:

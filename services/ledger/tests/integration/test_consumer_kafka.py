@@ -64,8 +64,8 @@ def test_withdrawals_through_the_real_consumer_bring_payouts_in_transit_back_to_
     PayoutPaid, PayoutFailed, PayoutReturned, Mt5Credited v2 'withdrawal_return'), each produced
     twice: the journals the model predicts, nothing for PayoutFailed, and payouts_in_transit at 0.
     The deposits go first and are booked before the withdrawals are produced: they are keyed by
-    another id, so Kafka orders nothing between them (a debit overtaking its login's credit would
-    be refused by the floor; README "Gaps")."""
+    another id, so Kafka orders nothing between them (a debit overtaking its login's credit waits
+    for it: the next test)."""
     deposits = [f for n in (1, 2, 3) for f in deposit(n, login=20 + n, amount_minor=10_000)]
     withdrawals = [
         f for n, e in enumerate(WITHDRAWAL_ENDINGS, start=1) for f in withdrawal(n, login=20 + n, ending=e)
@@ -87,6 +87,41 @@ def test_withdrawals_through_the_real_consumer_bring_payouts_in_transit_back_to_
     assert balances(ledger) == expected_balances
     assert AccountKey("payouts_in_transit", "EUR") not in expected_balances
     assert ledger.scalar("SELECT count(*) FROM dead_letters") == 0
+
+
+def test_a_withdrawal_debit_ahead_of_its_logins_credit_waits_for_it_and_is_booked_once(
+    ledger: LedgerService,
+) -> None:
+    """A withdrawal's MT5 debit consumed before the deposit credit that filled its login (another
+    key: a drill saw it after a broker restart) would take the client below zero: it waits
+    (``NotYet``), asked again far more often than CONSUMER_MAX_ATTEMPTS (1) without a dead letter,
+    holding back only its own partition; once the deposit is produced and booked, the withdrawal is
+    booked once, as the model books production order. A refund's debit that finds its login short
+    shares its credit's key, so it is still refused (the floor's dead letter)."""
+    funds = deposit(1, login=41, amount_minor=10_000)
+    early = withdrawal(1, login=41, amount_minor=4_000)
+    expected_journals, expected_balances = model_of([*funds, *early])
+    consumer = ledger.start("consume", CONSUMER_MAX_ATTEMPTS="1")
+    produce(ledger.stack.kafka_bootstrap, ledger.topics, early, CODEC)
+    wait_until(
+        lambda: consumer.logs().count("ledger.posting_waits") >= 4,
+        WAIT_S,
+        "the debit to wait a while",
+        alive=lambda: consumer.popen.poll() is None,
+    )
+    assert ledger.scalar("SELECT count(*) FROM dead_letters") == 0
+    assert ledger.scalar("SELECT count(*) FROM journals WHERE reference LIKE %s", "mt5-debit:%") == 0
+    produce(ledger.stack.kafka_bootstrap, ledger.topics, funds, CODEC)
+    wait_until(lambda: ledger.journals() >= expected_journals, WAIT_S, "the deposit, then the withdrawal")
+    assert ledger.journals() == expected_journals
+    assert balances(ledger) == expected_balances
+    assert ledger.scalar("SELECT count(*) FROM dead_letters") == 0
+    refund_short = deposit(2, login=42, amount_minor=5_000, ending="refunded")
+    debit = next(f for f in refund_short if f.event_type == "Mt5Debited")
+    produce(ledger.stack.kafka_bootstrap, ledger.topics, [debit], CODEC)
+    wait_until(lambda: ledger.scalar("SELECT count(*) FROM dead_letters") == 1, WAIT_S, "the refusal")
+    assert "below_floor" in ledger.scalar("SELECT reason FROM dead_letters")
+    assert ledger.scalar("SELECT error_class FROM dead_letters") == "refused"
 
 
 def test_events_in_journals_and_journal_posted_out(ledger: LedgerService) -> None:

@@ -57,7 +57,9 @@ class WorkerSettings:
         "CREDIT_POLL_INTERVAL_MS", 1000, doc="longest idle wait between passes (new rows wake it at once)"
     )
     dead_margin_ms: int = setting("RESOLVE_DEAD_MARGIN_MS", 15_000, doc="wait beyond the MT5 call budget")
-    lookback_ms: int = setting("RESOLVE_LOOKBACK_MS", 15 * 60_000, doc="lookup window before the claim")
+    lookback_ms: int = setting(
+        "RESOLVE_LOOKBACK_MS", 15 * 60_000, doc="lookup window before the first claim and after now"
+    )
     backoff_base_ms: int = setting("RESOLVE_BACKOFF_BASE_MS", 5_000, doc="first wait after a silent lookup")
     backoff_cap_ms: int = setting("RESOLVE_BACKOFF_CAP_MS", 300_000, doc="longest wait between lookups")
     no_answer_attempts_max: int = setting("RESOLVE_NO_ANSWER_MAX", 5, doc="silent lookups before a case")

@@ -195,6 +195,19 @@ def test_lookup_window_starts_before_the_claim_on_the_server_clock() -> None:
     assert end > server_now
 
 
+def test_a_deal_made_before_the_server_clock_stepped_back_is_inside_the_window() -> None:
+    """The call's deal is stamped on the server's clock at the time of the call; then the server's
+    clock steps back 87 s before the lookup (a drill's MT5 clock offset). The window, placed with
+    the offset measured at the lookup, still holds the deal, so "absent" cannot be said of it (it
+    was, and the credit went out twice); so does one after a step forward."""
+    claim, db_now = 1_000_000_000, 1_000_013_000
+    deal_at = claim + 3_000  # server time when MT5 applied the call: no offset then
+    for step_ms in (-87_000, 87_000, -600_000):
+        server_now = db_now + step_ms
+        start, end = lookup_window_ms(claim, db_now, server_now, TIMING)
+        assert start <= deal_at <= end, (step_ms, start, end)
+
+
 def test_backoff_grows_and_is_capped() -> None:
     """Unanswered lookups back off exponentially up to the cap."""
     assert [backoff_ms(n, TIMING) for n in (1, 2, 3)] == [1_000, 2_000, 4_000]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from backbone.ids import new_id
 from backbone.psp import (
     Applied,
@@ -142,6 +143,36 @@ def test_wrong_secret_and_expired_timestamp_are_rejected_by_the_verifier(
     (stale,) = receiver.wait_for(1, intent_id=second.id)
     assert _verify(forged, [WEBHOOK_SECRET]) == SignatureInvalid("mismatch")
     assert _verify(stale, [WEBHOOK_SECRET]) == SignatureInvalid("timestamp_outside_tolerance")
+
+
+@pytest.mark.parametrize("kind", ["webhook_wrong_secret", "webhook_expired_signature"])
+def test_a_webhook_refused_for_its_signature_is_retried_signed_afresh(psp: SimProcess, kind: str) -> None:
+    """A receiver that verifies refuses the attempt the fault spoiled; the retry is signed with the
+    current secret and time, as Stripe signs every attempt, so it verifies and is delivered (a drill
+    saw a dispute's webhook retried with the same stale timestamp until the PSP gave up)."""
+    verifying = Receiver()
+    verifying.answer = lambda n: (
+        200 if isinstance(_verify(verifying.received[n - 1], [WEBHOOK_SECRET]), SignatureVerified) else 400
+    )
+    verifying.start()
+    try:
+        psp.ok("PATCH", "/control/config", {"webhook_url": verifying.url})
+        reference = new_id("pay")
+        psp.fault(kind=kind, reference=reference, age_s=3600, count=1)
+        intent = _authorized(psp, reference)
+
+        def delivered() -> list[list[int]]:
+            found = psp.deliveries(intent=intent.id)
+            if not found or any(d["state"] != "delivered" for d in found):
+                return []
+            return [[a["status_code"] for a in d["attempt_log"]] for d in found]
+
+        wait_until(lambda: delivered() != [], 30, "every webhook of the intent delivered")
+        codes = delivered()
+        assert codes.count([400, 200]) == 1  # the one event the fault spoiled: refused, then verified
+        assert all(c == [200] for c in codes if c != [400, 200]), codes
+    finally:
+        verifying.close()
 
 
 def test_secret_rotation_signs_with_both_then_only_the_new(psp: SimProcess, receiver: Receiver) -> None:

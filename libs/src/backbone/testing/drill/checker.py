@@ -1,9 +1,10 @@
 """The promises a drill checks once the faults are over and the system is quiet.
 
-Each check returns the violations it found as sentences naming the deposit, the payment and what
-was expected; an empty list is a pass. The checks read the product through its own APIs (payment-
-state, mt5-credit, the ledger), MT5 through the simulator's control API (what the trading server
-holds), the payment facts topic from Kafka, and each service's ``dead_letters`` table.
+Each check returns the violations it found as sentences naming the deposit or withdrawal, the
+payment and what was expected; an empty list is a pass. The checks read the product through its own
+APIs (payment-state, mt5-credit, the ledger), MT5 through the simulator's control API (what the
+trading server holds), the PSP's payouts through its API, the payment facts topic from Kafka, each
+service's ``dead_letters`` table, and the reconciler's runs, cases and locks.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import psycopg
 
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.testing import kafka as test_kafka
+from backbone.testing.drill.faults import RECON_BUSY_EXIT, RECON_LOCK_WAIT_S
 from backbone.testing.drill.history import History
-from backbone.testing.drill.workload import LOGINS, Deposit, Workload
+from backbone.testing.drill.workload import CHECKER, LOGINS, Deposit, Withdrawal, Workload
 from backbone.testing.system import LEDGER_TOKEN, System
 
 CAPTURED_OR_LATER: Final = frozenset({"CAPTURED", "PARTIALLY_REFUNDED", "REFUNDED"})
@@ -34,15 +36,41 @@ RANK: Final = {
     "FAILED": 9,
     "CANCELED": 9,
 }
+WITHDRAWAL_RANK: Final = {
+    "held": 0,
+    "prepared": 1,
+    "approved": 2,
+    "paid_out": 3,
+    "paid": 4,
+    "returning": 5,
+    "returned": 6,
+    "rejected": 9,
+    "refused": 9,
+}
 PAYMENT_ORDER: Final = ("PaymentAuthorized", "PaymentCaptured", "RefundSucceeded")
 SERVICES_WITH_CONSUMERS: Final = ("payment_state", "mt5_credit", "ledger", "reconciler")
+# a withdrawal's statuses where nothing more happens by itself: approved ones end paid or returned
+# (refused: MT5 refused the debit), the others were never approved
+SETTLED: Final = frozenset({"paid", "returned", "refused"})
+NEVER_APPROVED: Final = frozenset({"held", "prepared", "rejected"})
+ROW_FINAL: Final = frozenset({"done", "rejected", "failed", "cancelled", "canceled"})
+RECON_LOCK_NAMESPACE: Final = 0x5EC0  # the reconciler's run lock: pg_advisory_lock(0x5EC0, date)
 
 
 class Checker:
-    def __init__(self, system: System, workload: Workload, history: History, deposits: list[Deposit]) -> None:
+    def __init__(
+        self,
+        system: System,
+        workload: Workload,
+        history: History,
+        deposits: list[Deposit],
+        withdrawals: list[Withdrawal] | None = None,
+    ) -> None:
         self.system, self.workload, self.history, self.deposits = system, workload, history, deposits
+        self.withdrawals = withdrawals or []
         self.payments: dict[int, dict[str, Any] | None] = {}
-        self.credit_rows: dict[int, list[dict[str, Any]]] = {}
+        self.credit_rows: dict[int, list[dict[str, Any]]] = {}  # a deposit's own rows (not withdrawals')
+        self.views: dict[int, dict[str, Any] | None] = {}  # a withdrawal as mt5-credit shows it
 
     # --- getting to the end state ---------------------------------------------------------------
 
@@ -53,19 +81,35 @@ class Checker:
                 continue  # the bank's dispute has no key: asking again could dispute twice
             self.workload.client.retry(request, deadline_s=60)
 
-    def converge(self, timeout_s: float) -> list[int]:
-        """Wait until every deposit's visible state is final; returns those that never got there."""
+    def converge(self, timeout_s: float) -> list[str]:
+        """Wait until every deposit's and withdrawal's visible state is final; returns those that
+        never got there (``d<n>``, ``w<n>``)."""
+        for w in self.withdrawals:  # asked again by settle_unknowns: the id is in the answer
+            asked = w.requests.get("withdrawal")
+            if not w.withdrawal_id and asked is not None and asked.outcome == "ok":
+                w.withdrawal_id = str(asked.answer["withdrawal_id"])
         deadline = time.monotonic() + timeout_s
         pending = [d for d in self.deposits if d.payment_id]
-        while pending and time.monotonic() < deadline:
+        waiting = [w for w in self.withdrawals if w.withdrawal_id]
+        while (pending or waiting) and time.monotonic() < deadline:
             pending = [d for d in pending if not self._final(d)]
-            if pending:
+            waiting = [w for w in waiting if not self._withdrawal_final(w)]
+            if pending or waiting:
                 time.sleep(1.0)
         for d in self.deposits:
             if d.payment_id:
                 self.payments[d.number] = self.workload.payment(d)
-                self.credit_rows[d.number] = self.workload.credits(d) or []
-        return [d.number for d in pending]
+                self.credit_rows[d.number] = self._rows(d) or []
+        for w in self.withdrawals:
+            if w.withdrawal_id:
+                self.views[w.number] = self.workload.withdrawal(w)
+        return [f"d{d.number}" for d in pending] + [f"w{w.number} ({w.withdrawal_id})" for w in waiting]
+
+    def _rows(self, d: Deposit) -> list[dict[str, Any]] | None:
+        """The deposit's own credit and debit rows; a withdrawal's rows name its deposit reference
+        too (the card it goes back to) but carry the withdrawal's id as their payment id."""
+        rows = self.workload.credits(d)
+        return None if rows is None else [r for r in rows if r["payment_id"] == d.payment_id]
 
     def _final(self, d: Deposit) -> bool:  # noqa: PLR0911 - one early answer per unfinished part
         payment = self.workload.payment(d)
@@ -74,7 +118,7 @@ class Checker:
         status = str(payment["status"])
         if status in ("CREATED", "REQUIRES_ACTION"):
             return False
-        rows = self.workload.credits(d)
+        rows = self._rows(d)
         if rows is None:
             return False
         if status in CAPTURED_OR_LATER and not any(
@@ -85,13 +129,31 @@ class Checker:
         done_debits = sum(1 for r in rows if r["kind"] == "debit" and r["status"] == "done")
         if done_debits < wanted_debits:
             return False
-        if any(r["status"] not in ("done", "rejected", "failed", "cancelled", "canceled") for r in rows):
+        if any(r["status"] not in ROW_FINAL for r in rows):
             return False
         journals = self._journals(d.payment_id)
         if journals is None:
             return False
         kinds = {j["reference"].split(":")[0] for j in journals}
         return status not in CAPTURED_OR_LATER or {"capture", "mt5-credit"} <= kinds
+
+    def _withdrawal_final(self, w: Withdrawal) -> bool:
+        """Settled (or never approved), its MT5 rows final, and, once settled, nothing of it left
+        in transit in the books."""
+        view = self.workload.withdrawal(w)
+        if view is None:
+            return False
+        status = str(view["status"])
+        if status in NEVER_APPROVED:
+            approve = w.requests.get("approve")
+            return approve is None or approve.outcome != "ok"  # approved: its debit is coming
+        if status not in SETTLED:
+            return False
+        rows = [r for r in (view["debit"], view["give_back"]) if r is not None]
+        if any(r["status"] not in ROW_FINAL for r in rows):
+            return False
+        journals = self._journals(w.withdrawal_id)
+        return journals is not None and (status == "refused" or _in_transit(journals) == 0)
 
     # --- the checks ------------------------------------------------------------------------------
 
@@ -104,6 +166,10 @@ class Checker:
             "payment facts in state-machine order": self.event_order,
             "every journal balances, each once": self.journals,
             "client liability per login equals its MT5 deals": self.liability,
+            "withdrawals: one debit, at most one payout, a give-back if it failed or came back": (
+                self.withdrawal_money
+            ),
+            "withdrawals: every journal balances, each once, nothing left in transit": self.withdrawal_books,
             "no dead letters": self.dead_letters,
         }
         results: dict[str, list[str]] = {}
@@ -141,9 +207,23 @@ class Checker:
             debits = [r for r in rows if r["kind"] == "debit" and r["status"] == "done"]
             if len(debits) < _ok(d, "refund") + _ok(d, "dispute"):
                 out.append(f"d{d.number}: refund/dispute acknowledged, debits done: {debits}")
+        for w in self.withdrawals:
+            view = self.views.get(w.number) or {}
+            name = f"w{w.number} ({w.withdrawal_id})"
+            if _ok(w, "withdrawal") and not view:
+                out.append(f"{name}: withdrawal acknowledged but mt5-credit does not show it")
+                continue
+            if _ok(w, "approve") and (
+                view.get("approved_by") != CHECKER or view.get("status") not in SETTLED
+            ):
+                out.append(f"{name}: approval acknowledged, withdrawal {view.get('status')}, {view}")
+            if _ok(w, "reject") and view.get("status") != "rejected":
+                out.append(f"{name}: rejection acknowledged, withdrawal is {view.get('status')}")
+            if _ok(w, "return") and view.get("status") != "returned":
+                out.append(f"{name}: the bank's return acknowledged, withdrawal is {view.get('status')}")
         return out
 
-    def deals(self) -> list[str]:
+    def deals(self) -> list[str]:  # noqa: PLR0912 - deposits' and withdrawals' deals in one pass
         assert self.system.mt5 is not None
         out: list[str] = []
         explained: dict[str, tuple[int, Decimal]] = {}  # comment -> (login, amount)
@@ -159,6 +239,7 @@ class Checker:
                 prefix = "dep" if row["kind"] == "credit" else "dbt"
                 amount = Decimal(row["amount_minor"]) / 100 * (1 if row["kind"] == "credit" else -1)
                 explained[f"{prefix}:{row['credit_id']}"] = (d.login, amount)
+        explained.update({comment: want for comment, (want, _) in self._withdrawal_rows().items()})
         for login in LOGINS:
             found = self.system.mt5.control.deals(login=login)
             per_comment = Counter(str(deal["Comment"]) for deal in found)
@@ -183,7 +264,21 @@ class Checker:
                 comment = f"{'dep' if row['kind'] == 'credit' else 'dbt'}:{row['credit_id']}"
                 if row["status"] == "done" and comment not in seen:
                     out.append(f"d{d.number}: {row['kind']} {row['credit_id']} is done without a deal")
+        for comment, (_, row) in self._withdrawal_rows().items():
+            if row["status"] == "done" and comment not in seen:
+                out.append(f"{row['withdrawal']}: {comment} is done without a deal")
         return out
+
+    def _withdrawal_rows(self) -> dict[str, tuple[tuple[int, Decimal], dict[str, Any]]]:
+        """comment -> ((login, signed amount), row) of every withdrawal's debit and give-back."""
+        rows = {}
+        for w in self.withdrawals:
+            view = self.views.get(w.number) or {}
+            for part, sign in (("debit", -1), ("give_back", 1)):
+                if view.get(part):
+                    row = {**view[part], "withdrawal": f"w{w.number} ({w.withdrawal_id})"}
+                    rows[row["comment"]] = ((w.login, Decimal(w.amount_minor) / 100 * sign), row)
+        return rows
 
     def forward_only(self) -> list[str]:
         out = []
@@ -191,6 +286,10 @@ class Checker:
             ranks = [RANK.get(s, -1) for s in d.seen]
             if ranks != sorted(ranks):
                 out.append(f"d{d.number}: payment {d.payment_id} seen as {d.seen}")
+        for w in self.withdrawals:
+            ranks = [WITHDRAWAL_RANK.get(s, -1) for s in w.seen]
+            if ranks != sorted(ranks):
+                out.append(f"w{w.number}: withdrawal {w.withdrawal_id} seen as {w.seen}")
         return out
 
     def event_order(self) -> list[str]:
@@ -266,6 +365,102 @@ class Checker:
                 out.append(f"login {login}: the books hold {books}, MT5's deals sum to {on_mt5}")
         return out
 
+    def withdrawal_money(self) -> list[str]:
+        """An approved withdrawal: one ``wdr:`` deal for minus its amount on its login, settled paid or
+        returned; at most one PSP payout; a payout the PSP failed or got back (or refused: none) has
+        exactly one ``wbk:`` give-back deal for its amount, a paid one none. One never approved:
+        no MT5 row, no payout."""
+        out: list[str] = []
+        for w in self.withdrawals:
+            view = self.views.get(w.number)
+            if not w.withdrawal_id or view is None:
+                continue
+            name, status = f"w{w.number} ({w.withdrawal_id})", str(view["status"])
+            payouts = self._payout_count(w.withdrawal_id)
+            if payouts is None:
+                out.append(f"{name}: the PSP did not say how many payouts it made")
+            elif payouts > 1:
+                out.append(f"{name}: {payouts} PSP payouts for one withdrawal")
+            debit_deals, back_deals = self._deals_of(w, view["debit"]), self._deals_of(w, view["give_back"])
+            if view["approved_by"] is None:
+                if view["debit"] or view["give_back"] or payouts:
+                    out.append(
+                        f"{name}: never approved ({status}) but debit {view['debit']}, payouts {payouts}"
+                    )
+                continue
+            if status not in ("paid", "returned"):
+                out.append(f"{name}: approved, ended {status} ({view['last_reason']})")
+            out += _one_deal(name, "debit", debit_deals, w.login, -w.amount_minor)
+            payout = self.workload.payout(w)
+            psp = None if payout is None else str(payout["status"])
+            if status == "paid" and (psp != "paid" or view["give_back"] or back_deals):
+                out.append(f"{name}: paid, the PSP's payout is {psp}, give-back {view['give_back']}")
+            if psp in ("failed", "returned") and status != "returned":
+                out.append(f"{name}: the PSP's payout is {psp}, the withdrawal is {status}")
+            if status == "returned":
+                if psp == "paid":
+                    out.append(f"{name}: given back, yet the PSP's payout is paid")
+                out += _one_deal(name, "give-back", back_deals, w.login, w.amount_minor)
+        return out
+
+    def withdrawal_books(self) -> list[str]:
+        """Each withdrawal's journals balance and are posted once; a settled one has its debit's
+        journal, its payout's or its give-back's, and ``payouts_in_transit`` back to zero; one
+        never approved has no journal."""
+        out: list[str] = []
+        for w in self.withdrawals:
+            view = self.views.get(w.number)
+            if not w.withdrawal_id or view is None:
+                continue
+            name, status = f"w{w.number} ({w.withdrawal_id})", str(view["status"])
+            journals = self._journals(w.withdrawal_id)
+            if journals is None:
+                out.append(f"{name}: the ledger did not answer")
+                continue
+            refs = Counter(j["reference"] for j in journals)
+            out += [f"{name}: journal {ref} posted {n} times" for ref, n in refs.items() if n > 1]
+            out += [
+                f"{name}: journal {j['journal_id']} does not balance" for j in journals if not _balanced(j)
+            ]
+            if view["approved_by"] is None:
+                out += [f"{name}: never approved, yet journal {ref}" for ref in refs]
+                continue
+            wanted = {f"mt5-debit:{view['debit']['credit_id']}"} if view["debit"] else set()
+            if status == "paid":
+                wanted.add(f"payout:{w.withdrawal_id}")
+            if status == "returned" and view["give_back"]:
+                wanted.add(f"mt5-credit:{view['give_back']['credit_id']}")
+            if status in ("paid", "returned"):
+                out += [f"{name}: {status}, no journal {ref}" for ref in sorted(wanted - set(refs))]
+                if _in_transit(journals):
+                    out.append(f"{name}: {status}, {_in_transit(journals)} left in payouts_in_transit")
+        return out
+
+    def _payout_count(self, wid: str, timeout_s: float = 30.0) -> int | None:
+        """How many payouts the PSP made with this reference (None: it did not answer)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status, body = self.workload.client.get(
+                f"{self.system.urls.psp_control}/control/payouts/count?reference={wid}", None
+            )
+            if status == 200 and isinstance(body, dict):
+                return int(body["count"])
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.5)
+
+    def _deals_of(self, w: Withdrawal, row: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """MT5's deals carrying the comment of the withdrawal's ``row``, on any drill login."""
+        assert self.system.mt5 is not None
+        if row is None:
+            return []
+        return [
+            deal
+            for login in LOGINS
+            for deal in self.system.mt5.control.deals(login=login)
+            if deal["Comment"] == row["comment"]
+        ]
+
     def dead_letters(self) -> list[str]:
         out = []
         for service in SERVICES_WITH_CONSUMERS:
@@ -291,7 +486,73 @@ class Checker:
             f"reconciliation {result.get('status')}: {result}"
         ], result
 
+    def runs_recovered(self) -> list[str]:
+        """After the final run: each reconciliation killed mid-run let go of its date (its re-run
+        got the lock within ``RECON_LOCK_WAIT_S``), no run is left ``running``, nobody holds a run
+        lock, and no case was opened twice or announced twice (CaseOpened once per opening)."""
+        out = []
+        for f in self.history.faults:
+            if f.kind != "recon_kill":
+                continue
+            if "rerun_exit" not in f.detail:
+                out.append(f"the reconciliation killed at {f.at}s was never run again: {f.detail}")
+            elif f.detail["rerun_exit"] == RECON_BUSY_EXIT:
+                out.append(
+                    f"the reconciliation killed at {f.at}s ({f.detail['step']}): its re-run found the date"
+                    f" locked for {f.detail['lock_wait_s']} s (more than {RECON_LOCK_WAIT_S:.0f} s)"
+                )
+        with psycopg.connect(self.system.dbs["reconciler"], autocommit=True) as conn:
+            running = conn.execute("SELECT id, business_date FROM runs WHERE status = 'running'").fetchall()
+            out += [f"run {run} of {day} is still 'running' after the final run" for run, day in running]
+            locks = conn.execute(_RUN_LOCKS, (RECON_LOCK_NAMESPACE,)).fetchall()
+            out += [f"backend {pid} still holds the run lock of day {day}" for pid, day in locks]
+            announced: dict[str, int] = dict(
+                conn.execute(
+                    "SELECT message_key, count(*) FROM outbox WHERE event_type = 'CaseOpened' GROUP BY 1"
+                ).fetchall()
+            )
+            for key, opened, openings in conn.execute(_OPENINGS).fetchall():
+                if opened != 1:
+                    out.append(f"case {key} opened {opened} times")
+                if announced.get(key, 0) != openings:
+                    out.append(f"case {key}: {announced.get(key, 0)} CaseOpened for {openings} openings")
+        return out
 
-def _ok(d: Deposit, op: str) -> int:
+
+_OPENINGS = """SELECT c.case_key, count(*) FILTER (WHERE h.action = 'opened'),
+    count(*) FILTER (WHERE h.action IN ('opened', 'reopened'))
+  FROM cases c JOIN case_history h ON h.case_id = c.id GROUP BY c.case_key"""
+_RUN_LOCKS = """SELECT pid, objid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+
+
+def _ok(d: Deposit | Withdrawal, op: str) -> int:
     request = d.requests.get(op)
     return 1 if request is not None and request.outcome == "ok" else 0
+
+
+def _balanced(journal: dict[str, Any]) -> bool:
+    sums: Counter[str] = Counter()
+    for line in journal["entries"]:
+        sums[line["currency"]] += int(line["amount_minor"]) * (1 if line["direction"] == "debit" else -1)
+    return not any(sums.values())
+
+
+def _in_transit(journals: list[dict[str, Any]]) -> int:
+    """What the journals leave in ``payouts_in_transit`` (a liability: credits minus debits)."""
+    return sum(
+        int(line["amount_minor"]) * (1 if line["direction"] == "credit" else -1)
+        for j in journals
+        for line in j["entries"]
+        if line["account"].startswith("payouts_in_transit")
+    )
+
+
+def _one_deal(name: str, what: str, deals: list[dict[str, Any]], login: int, amount_minor: int) -> list[str]:
+    """Exactly one deal, on ``login``, for ``amount_minor`` (signed)."""
+    if len(deals) != 1:
+        return [f"{name}: {len(deals)} {what} deals: {deals}"]
+    deal = deals[0]
+    if int(deal["Login"]) != login or Decimal(str(deal["Profit"])) != Decimal(amount_minor) / 100:
+        return [f"{name}: {what} deal {deal} is not {amount_minor} on {login}"]
+    return []

@@ -6,15 +6,23 @@ plays it in time order; faults with a duration (a SIGSTOP, a process down, a bro
 offset) end on their own timers, so they overlap as they would in life. The injector also runs the
 drill's supervisor: a process that dies without being told to is started again at once (and the
 death is noted), as the product's own supervisor would.
+
+Every schedule has at least one ``recon_kill``: the reconciler's daily run of today is started as the
+scheduler would, SIGKILLed in the middle (at one of its steps, by a failpoint, or from outside after
+a moment), then run again the way a scheduler retries: while the date's lock is held (exit 4) it
+tries again every second, and how long it waited is kept on the fault for the checker.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -31,7 +39,7 @@ from backbone.testing.system import System
 CONSUMERS: Final = ("payment_state-consume", "mt5_credit-consume", "ledger-consume", "reconciler-consume")
 MT5_SIM: Final = "mt5_sim"
 PSP_CALL_KINDS: Final = ("apply_then_fail", "apply_then_hang", "fail_without_apply", "hang_without_apply")
-PSP_OPERATIONS: Final = ("create", "confirm", "capture", "refund", "retrieve")
+PSP_OPERATIONS: Final = ("create", "confirm", "capture", "refund", "retrieve", "payout")
 PSP_WEBHOOK_KINDS: Final = (
     "webhook_drop",
     "webhook_duplicate",
@@ -63,7 +71,14 @@ WEIGHTS: Final = {
     "mt5_disconnect_all": 1,
     "secret_rotation": 1,
     "clock_offset": 1,
+    "recon_kill": 1,
 }
+# where a killed reconciliation run dies: after one of its steps (failpoints reconciler.run.<step>;
+# cases_written: inside the transaction that writes the cases), or "timer": SIGKILL from outside
+RECON_STEPS: Final = ("started", "imported", "deals_read", "matched", "cases_written", "timer")
+RECON_RUN_TIMEOUT_S: Final = 300.0
+RECON_LOCK_WAIT_S: Final = 30.0  # a re-run still refused after this long: the dead run kept the lock
+RECON_BUSY_EXIT: Final = 4  # python -m reconciler run: another run of the date holds the lock
 ZOMBIE_PAUSE_S: Final = 14.0  # past the consumers' session timeout (10 s): the group moves on
 
 
@@ -90,6 +105,10 @@ def plan(seed: int, duration_s: float, processes: list[str]) -> list[Fault]:
         faults.append(_one(rng, kind, at, processes))
         rotated = rotated or kind == "secret_rotation"
         at += rng.uniform(2.0, 6.0)
+    if faults and not any(f.kind == "recon_kill" for f in faults):
+        at = rng.uniform(duration_s * 0.25, duration_s * 0.75)
+        faults.append(_one(rng, "recon_kill", at, processes))
+        faults.sort(key=lambda f: f.at)
     return faults
 
 
@@ -135,6 +154,14 @@ def _one(rng: random.Random, kind: str, at: float, processes: list[str]) -> Faul
     if kind == "clock_offset":
         offset = rng.choice([-1, 1]) * rng.randint(5, 90)
         return Fault(at, kind, MT5_SIM, {"offset_s": offset, "hold_s": round(rng.uniform(5.0, 15.0), 2)})
+    if kind == "recon_kill":
+        params: dict[str, Any] = {
+            "step": rng.choice(RECON_STEPS),
+            "rerun_after_s": round(rng.uniform(0.0, 5.0), 2),
+        }
+        if params["step"] == "timer":
+            params["after_s"] = round(rng.uniform(0.0, 1.0), 2)  # after the run's start
+        return Fault(at, kind, "reconciler-run", params)
     raise ValueError(f"unknown fault kind {kind!r}")
 
 
@@ -224,6 +251,8 @@ class Injector:
             assert self.system.mt5 is not None
             self.system.mt5.control.set_clock_offset(p["offset_s"])
             self._later(p["hold_s"], lambda: self._clock_back(entry))
+        elif kind == "recon_kill":
+            self._later(0, lambda: self._kill_reconciliation(p, entry))
         else:
             raise ValueError(kind)
 
@@ -265,6 +294,49 @@ class Injector:
         )
         if status != 200:
             raise RuntimeError(f"PSP refused the rotation: {status} {body}")
+        entry.ended = self.history.now()
+
+    def _kill_reconciliation(self, p: dict[str, Any], entry: Any) -> None:
+        """Today's run killed mid-run, then run again as a scheduler retries (see the module doc).
+        ``entry.detail`` gets the killed run's exit status, the re-run's, and the seconds the re-run
+        waited for the date's lock."""
+        day = dt.datetime.now(dt.UTC).date().isoformat()
+        env = self.system.reconciler_env()
+        if p["step"] != "timer":
+            env["BACKBONE_FAILPOINTS"] = f"reconciler.run.{p['step']}=kill"
+        log = self.system.workdir / f"reconciler-run-{entry.at:07.2f}.log"
+        command = [sys.executable, "-m", "reconciler", "run", "--date", day, "--json"]
+        with log.open("ab") as out:
+            run = subprocess.Popen(command, env=env, stdout=out, stderr=out)
+            if p["step"] == "timer":  # SIGKILL from outside, a moment after the run has begun
+                _wait_for(log, b"reconciler.run_started", run, RECON_RUN_TIMEOUT_S)
+                time.sleep(p["after_s"])
+                run.kill()
+            code = run.wait(RECON_RUN_TIMEOUT_S)
+        entry.detail["killed_exit"] = code
+        if code != -signal.SIGKILL:
+            self.history.note(f"reconciliation run ({p['step']}) ended by itself (exit {code}), not killed")
+        time.sleep(p["rerun_after_s"])
+        env.pop("BACKBONE_FAILPOINTS", None)
+        started = time.monotonic()
+        while True:
+            with log.open("ab") as out:
+                done = subprocess.run(
+                    command,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=out,
+                    timeout=RECON_RUN_TIMEOUT_S,
+                    check=False,
+                )
+            waited = time.monotonic() - started
+            if done.returncode != RECON_BUSY_EXIT or waited > RECON_LOCK_WAIT_S:
+                break
+            time.sleep(1.0)
+        entry.detail["rerun_exit"] = done.returncode
+        entry.detail["lock_wait_s"] = round(waited, 1)
+        with contextlib.suppress(ValueError):
+            entry.detail["rerun_status"] = json.loads(done.stdout)["status"]
         entry.ended = self.history.now()
 
     def _clock_back(self, entry: Any) -> None:
@@ -381,6 +453,13 @@ class Injector:
         self._stop.set()
         if self._supervisor.is_alive():
             self._supervisor.join(10)
+
+
+def _wait_for(log: Path, marker: bytes, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Until ``marker`` is in ``log`` (or the process ended, or the time is up)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None and marker not in log.read_bytes():
+        time.sleep(0.02)
 
 
 def new_secret() -> str:

@@ -3,7 +3,10 @@
 A request's outcome is ``ok`` (a 2xx answer), ``failed`` (a definite refusal: a 4xx that is not
 "try again") or ``unknown`` (no definite answer before the client gave up: timeouts, refused
 connections, 5xx, 409 in progress, 429). A client retries with the same Idempotency-Key, so one
-logical request is one entry however many attempts it took; ``attempts`` says how many.
+logical request is one entry however many attempts it took; ``attempts`` says how many. An act
+without a key (an operator's click, a bank's return) is retried only after reading that it did not
+take effect yet (``confirm``), as a person would reload the page first; a read that shows it did
+makes it ``ok`` (``confirmed``).
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final, Literal
 
 Outcome = Literal["ok", "failed", "unknown"]
@@ -38,6 +41,9 @@ class Request:
     attempts: int = 0
     answer: Any = None
     last_error: str = ""
+    # whether the act took effect, read from the system (acts without an Idempotency-Key)
+    confirm: Callable[[], bool] | None = field(default=None, repr=False)
+    confirmed: bool = False  # ok because ``confirm`` read it done, not because of an answer
 
 
 @dataclass
@@ -90,7 +96,7 @@ class History:
         with self._lock:
             body = {
                 "faults": [asdict(f) for f in self.faults],
-                "requests": [{k: v for k, v in asdict(r).items() if k != "token"} for r in self.requests],
+                "requests": [_public(r) for r in self.requests],
                 "notes": list(self.notes),
             }
         return json.dumps(body, indent=1, default=str)
@@ -124,8 +130,9 @@ class Client:
         key: str | None = None,
         deadline_s: float = 60.0,
         ok: frozenset[int] = frozenset({200, 201, 202}),
+        confirm: Callable[[], bool] | None = None,
     ) -> Request:
-        request = Request(op, subject, method, url, key, self.history.now(), body, token)
+        request = Request(op, subject, method, url, key, self.history.now(), body, token, confirm=confirm)
         self.history.add(request)
         self.retry(request, deadline_s=deadline_s, ok=ok)
         return request
@@ -148,6 +155,9 @@ class Client:
             request.status, request.answer, request.last_error = status, answer, error
             if status in ok:
                 request.outcome = "ok"
+                break
+            if request.confirm is not None and _confirmed(request.confirm):
+                request.outcome, request.confirmed = "ok", True
                 break
             if status and status not in RETRYABLE:
                 request.outcome = "failed"
@@ -184,6 +194,19 @@ class Client:
         """A read that is not history (polling): (status or 0, body)."""
         status, body, _ = self.send("GET", url, None, token, None)
         return status, body
+
+
+def _confirmed(confirm: Callable[[], bool]) -> bool:
+    try:
+        return confirm()
+    except Exception:  # the read failed: not known to be done
+        return False
+
+
+def _public(request: Request) -> dict[str, Any]:
+    """The entry as JSON can show it (no token; ``confirm`` is code: asdict would deep-copy what
+    it closes over)."""
+    return {f.name: getattr(request, f.name) for f in fields(request) if f.name not in ("token", "confirm")}
 
 
 def _parse(raw: bytes) -> Any:

@@ -1,11 +1,21 @@
-"""The traffic of a drill: card deposits, captures, refunds and chargebacks, as a broker's server and
-its customers' banks drive them, every request recorded in the history.
+"""The traffic of a drill: card deposits, captures, refunds, chargebacks and withdrawals, as a
+broker's server, its operators and its customers' banks drive them, every request recorded in the
+history.
 
 Each deposit runs in its own thread: a deposit intent at mt5-credit, the payment at payment-state,
 wait for the authorization, capture; some are then partly refunded and some disputed (the
 customer's bank, through the PSP simulator's control API) once their credit is done. A request is
 retried with its Idempotency-Key until a definite answer; what the client saw of the payment's
 status is kept too (it must never move backwards).
+
+Each withdrawal runs in its own thread too, from one deposit that is neither refunded nor disputed
+(its source): once that deposit's credit is done, the broker's server asks for part of it back to
+the card it was paid with, on the client's own login (``POST /v1/withdrawals``); alice prepares it
+and bob approves it (maker-checker), or alice rejects it. Some payouts are made to fail at the PSP
+(``payout_fail``: failed after pending; ``payout_refuse``: refused at create) and some are sent back
+by the bank once paid (the PSP simulator's control API). A withdrawal never asks for more than its
+source deposit brought, so it never takes money that a refund or a chargeback of another deposit
+of the login will need.
 """
 
 from __future__ import annotations
@@ -17,12 +27,26 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from backbone.testing.drill.history import Client, History, Request
-from backbone.testing.system import CREDIT_TOKEN, MERCHANT_TOKEN, System, new_key
+from backbone.testing.system import (
+    CREDIT_OPERATORS,
+    CREDIT_TOKEN,
+    MERCHANT_TOKEN,
+    PSP_API_KEY,
+    System,
+    new_key,
+)
 
 LOGINS: Final = tuple(range(8101, 8107))
 CARD: Final = "pm_card_visa"
 AUTHORIZE_WAIT_S: Final = 150.0
 CREDIT_WAIT_S: Final = 180.0
+PAID_WAIT_S: Final = 180.0
+# what becomes of a withdrawal (weights): paid; its payout failed after pending or refused at create
+# (both given back to MT5); paid then returned by the bank (given back); rejected by an operator
+FATES: Final = {"paid": 4, "payout_fail": 1, "payout_refuse": 1, "returned": 2, "rejected": 1}
+WITHDRAWAL_SHARE: Final = 0.3  # withdrawals per deposit
+MAKER: Final = "alice"
+CHECKER: Final = "bob"
 
 
 @dataclass
@@ -41,6 +65,27 @@ class Deposit:
     ended: str = ""  # how the client's part ended (done, or why it stopped early)
 
 
+@dataclass
+class Withdrawal:
+    number: int
+    source: Deposit  # a deposit of the login, neither refunded nor disputed: the card and the money
+    amount_minor: int
+    fate: str  # a key of FATES
+    withdrawal_id: str = ""
+    payout_id: str = ""
+    seen: list[str] = field(default_factory=list)  # withdrawal statuses as the client saw them
+    requests: dict[str, Request] = field(default_factory=dict)
+    ended: str = ""
+
+    @property
+    def login(self) -> int:
+        return self.source.login
+
+    @property
+    def subject(self) -> str:
+        return self.withdrawal_id or f"w{self.number}"
+
+
 def plan_deposits(seed: int, count: int, duration_s: float) -> list[Deposit]:
     """``count`` deposits spread over ``duration_s``; a fifth refunded in part, a tenth disputed."""
     rng = random.Random(seed * 7919 + 1)
@@ -57,29 +102,52 @@ def plan_deposits(seed: int, count: int, duration_s: float) -> list[Deposit]:
     return deposits
 
 
+def plan_withdrawals(seed: int, deposits: list[Deposit]) -> list[Withdrawal]:
+    """About 0.3 per deposit, each from its own plain deposit (no refund, no dispute), for 30-90 % of
+    it, with a fate drawn from ``FATES``."""
+    rng = random.Random(seed * 7919 + 2)
+    plain = [d for d in deposits if not d.refund_minor and not d.dispute]
+    count = min(len(plain), max(1, round(len(deposits) * WITHDRAWAL_SHARE))) if deposits else 0
+    sources = sorted(rng.sample(plain, count), key=lambda d: d.number)
+    fates, weights = list(FATES), list(FATES.values())
+    return [
+        Withdrawal(n, d, max(1, d.amount_minor * rng.randint(30, 90) // 100), rng.choices(fates, weights)[0])
+        for n, d in enumerate(sources)
+    ]
+
+
 class Workload:
     def __init__(self, system: System, history: History) -> None:
         self.system, self.history = system, history
         self.client = Client(history)
         self._threads: list[threading.Thread] = []
+        self._deposit_threads: dict[int, threading.Thread] = {}
 
     def open_accounts(self) -> None:
         for login in LOGINS:
             self.system.open_mt5_account(login, f"cust-{login}")
 
-    def start(self, deposits: list[Deposit], start: float) -> None:
+    def start(
+        self, deposits: list[Deposit], start: float, withdrawals: list[Withdrawal] | None = None
+    ) -> None:
         for d in deposits:
             thread = threading.Thread(target=self._run, args=(d, start), name=f"deposit-{d.number}")
             thread.daemon = True
             thread.start()
             self._threads.append(thread)
+            self._deposit_threads[d.number] = thread
+        for w in withdrawals or []:
+            thread = threading.Thread(target=self._run_withdrawal, args=(w,), name=f"withdrawal-{w.number}")
+            thread.daemon = True
+            thread.start()
+            self._threads.append(thread)
 
-    def join(self, timeout_s: float) -> list[int]:
-        """Wait for the clients; returns the numbers of those still running at the timeout."""
+    def join(self, timeout_s: float) -> list[str]:
+        """Wait for the clients; returns the names of those still running at the timeout."""
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        return [int(t.name.split("-")[1]) for t in self._threads if t.is_alive()]
+        return [t.name for t in self._threads if t.is_alive()]
 
     # --- one deposit ----------------------------------------------------------------------------
 
@@ -210,3 +278,130 @@ class Workload:
                 return True
             time.sleep(0.3)
         return False
+
+    # --- one withdrawal -------------------------------------------------------------------------
+
+    def _run_withdrawal(self, w: Withdrawal) -> None:
+        try:
+            w.ended = self._withdrawal(w)
+        except Exception as error:
+            w.ended = f"client error: {error!r}"
+
+    def _withdrawal(self, w: Withdrawal) -> str:  # noqa: PLR0911 - one early end per step
+        d, s, c = w.source, self.system, self.client
+        self._deposit_threads[d.number].join()  # the source's own client: its capture answered
+        if d.requests.get("capture") is None or d.requests["capture"].outcome != "ok":
+            return "source deposit not captured"
+        if not self.wait_credited(d, CREDIT_WAIT_S):
+            return "source deposit not credited in time"
+        body = {
+            "customer_id": f"cust-{d.login}",
+            "mt5_login": d.login,
+            "amount_minor": w.amount_minor,
+            "currency": "USD",
+            "destination_token": CARD,
+        }
+        asked = c.call(
+            "withdrawal", w.subject, "POST", f"{s.urls.mt5_credit}/v1/withdrawals", body,
+            token=CREDIT_TOKEN, key=new_key(),
+        )  # fmt: skip
+        w.requests["withdrawal"] = asked
+        if asked.outcome != "ok":
+            return f"withdrawal {asked.outcome}"
+        w.withdrawal_id = str(asked.answer["withdrawal_id"])
+        if w.fate in ("payout_fail", "payout_refuse"):
+            rule = {"kind": w.fate, "reference": w.withdrawal_id, "code": "card_declined", "count": 1}
+            armed = c.call(
+                "payout_fault", w.subject, "POST", f"{s.urls.psp_control}/control/faults", rule,
+                confirm=lambda: self._fault_armed(w.withdrawal_id),
+            )  # fmt: skip
+            w.requests["payout_fault"] = armed
+        prepared = self._act(w, "prepare", MAKER, {"reason": "drill: checked the request"})
+        if prepared.outcome != "ok":
+            return f"prepare {prepared.outcome}"
+        if w.fate == "rejected":
+            rejected = self._act(w, "reject", MAKER, {"reason": "drill: the client called it off"})
+            return f"reject {rejected.outcome}"
+        view = self.wait_withdrawal_view(w, AUTHORIZE_WAIT_S)  # the digest bob approves
+        if view is None:
+            return "prepared withdrawal not readable"
+        approve = {"command_digest": view["command_digest"], "reason": "drill: second pair of eyes"}
+        approved = self._act(w, "approve", CHECKER, approve)
+        if approved.outcome != "ok" or w.fate != "returned":
+            return f"approve {approved.outcome}"
+        if self.wait_withdrawal(w, {"paid", "returning", "returned", "refused"}, PAID_WAIT_S) != "paid":
+            return f"not paid ({w.seen[-1] if w.seen else 'unanswered'})"
+        payout = self.payout(w)
+        if payout is None:
+            return "paid, but the PSP shows no payout"
+        w.payout_id = str(payout["id"])
+        returned = c.call(
+            "return", w.subject, "POST", f"{s.urls.psp_control}/control/payouts/{w.payout_id}/return", {},
+            confirm=lambda: (self.payout(w, 0) or {}).get("status") == "returned",
+        )  # fmt: skip
+        w.requests["return"] = returned
+        return f"return {returned.outcome}"
+
+    def _act(self, w: Withdrawal, act: str, operator: str, body: dict[str, Any]) -> Request:
+        """An operator's act on the withdrawal (no Idempotency-Key): asked again only after reading
+        that it has not taken effect (a lost answer, a 409 for what the first attempt already did)."""
+        # what the withdrawal shows once the act took effect: (field, value)
+        field_, value = {"prepare": ("prepared_by", operator), "approve": ("approved_by", operator)}.get(
+            act, ("status", "rejected")
+        )
+        request = self.client.call(
+            act, w.subject, "POST", f"{self.system.urls.mt5_credit}/v1/withdrawals/{w.withdrawal_id}/{act}",
+            body, token=CREDIT_OPERATORS[operator][0], ok=frozenset({200}),
+            confirm=lambda: (self.withdrawal(w) or {}).get(field_) == value,
+        )  # fmt: skip
+        w.requests[act] = request
+        return request
+
+    def withdrawal(self, w: Withdrawal) -> dict[str, Any] | None:
+        """The withdrawal as the broker's server reads it (its statuses are kept in ``seen``)."""
+        status, body = self.client.get(
+            f"{self.system.urls.mt5_credit}/v1/withdrawals/{w.withdrawal_id}", CREDIT_TOKEN
+        )
+        if status != 200 or not isinstance(body, dict):
+            return None
+        if not w.seen or w.seen[-1] != body["status"]:
+            w.seen.append(str(body["status"]))
+        return body
+
+    def wait_withdrawal_view(self, w: Withdrawal, timeout_s: float) -> dict[str, Any] | None:
+        """The withdrawal, read again while mt5-credit does not answer (its API may be down)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            view = self.withdrawal(w)
+            if view is not None:
+                return view
+            time.sleep(0.3)
+        return None
+
+    def wait_withdrawal(self, w: Withdrawal, wanted: set[str], timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            view = self.withdrawal(w)
+            if view is not None and view["status"] in wanted:
+                return str(view["status"])
+            time.sleep(0.3)
+        return ""
+
+    def payout(self, w: Withdrawal, timeout_s: float = 30.0) -> dict[str, Any] | None:
+        """The PSP's payout carrying the withdrawal id; None when the PSP answers that there is none
+        (asked again while it does not answer, up to ``timeout_s``: no answer is not "none")."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status, body = self.client.get(
+                f"{self.system.urls.psp}/v1/payouts?reference={w.withdrawal_id}", PSP_API_KEY
+            )
+            if status == 200 and isinstance(body, dict):
+                found: list[dict[str, Any]] = body["data"]
+                return found[0] if found else None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the PSP did not list the payouts of {w.withdrawal_id}: {status} {body}")
+            time.sleep(0.5)
+
+    def _fault_armed(self, wid: str) -> bool:
+        status, body = self.client.get(f"{self.system.urls.psp_control}/control/faults", None)
+        return status == 200 and any(rule["reference"] == wid for rule in body["data"])

@@ -11,6 +11,11 @@ naming the event: the consumer dead-letters it at once with the reason (``dead_l
 ``<topic>.dlq``, error class ``refused``; no retry can change the answer) and books the rest of the
 batch; operators see it and can replay it once the cause is fixed. Nothing is half-posted and
 nothing is dropped silently.
+
+One floor is not a refusal: a withdrawal's MT5 debit that finds the client's balance short may have
+come before the credits that filled it (another key, another partition). It raises ``PostingWaits``
+(the backbone's ``NotYet``): its partition waits for them, up to ``CONSUMER_WAIT_MAX_MS``, then it
+is dead-lettered as ``waited``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import assert_never
 
-from backbone.consumer import InboundEvent, Refuse, UnitOfWork
+from backbone.consumer import InboundEvent, NotYet, Refuse, UnitOfWork
 from backbone.logs import get_logger
 
 from ledger.application.ports import LedgerStore
@@ -26,13 +31,17 @@ from ledger.application.posting import apply_decision, decide_drafts
 from ledger.application.repairs import RepairOutcome, RepairRequest, draft_for_repair, outcome_of, request_of
 from ledger.domain.journals import JournalDraft, Rejected
 from ledger.domain.posting import AlreadyPosted, BelowFloor, ConflictingDuplicate, Posted, PostingOutcome
-from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, draft_for_event
+from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, draft_for_event, waits_for_other_keys
 
 log = get_logger(__name__)
 
 
 class PostingRejected(Refuse):
     """The ledger refuses to book this event; the reason is the dead letter's."""
+
+
+class PostingWaits(NotYet):
+    """The ledger cannot book this event yet: it waits for facts on other keys."""
 
 
 def meta_of(event: InboundEvent) -> EventMeta:
@@ -80,8 +89,11 @@ def make_handler(
         by_event_id = {e.event_id: e for e in events}
         for draft, outcome in zip(drafts, decision.outcomes, strict=False):
             refusal = refusal_of(outcome)
-            if refusal is not None:  # refused before anything of the batch is written
-                _reject(meta_of(by_event_id[draft.source.source_id]), refusal)
+            if refusal is not None:  # refused (or waiting) before anything of the batch is written
+                meta = meta_of(by_event_id[draft.source.source_id])
+                if isinstance(outcome, BelowFloor) and waits_for_other_keys(draft):
+                    _wait(meta, refusal)
+                _reject(meta, refusal)
         posted = decision.outcomes[len(drafts) :]
         outcomes += [outcome_of(request, o) for (request, _), o in zip(repairs, posted, strict=True)]
         apply_decision(store, decision)
@@ -126,6 +138,11 @@ def refusal_of(outcome: PostingOutcome) -> str | None:
             return f"below_floor: {ref} would move {account} from {balance} by {delta}, below its floor {fl}"
         case _:
             assert_never(outcome)
+
+
+def _wait(meta: EventMeta, reason: str) -> None:
+    log.info("ledger.posting_waits", event_id=meta.event_id, payment_id=meta.payment_id, reason=reason)
+    raise PostingWaits(f"waits for the credits of the login: {reason}", meta.event_id)
 
 
 def _reject(meta: EventMeta, reason: str) -> None:

@@ -2,8 +2,9 @@
 
 Each rule is a pure function of one event: the journal never depends on what the ledger already
 holds or on the order events arrive in, so replaying any set of facts in any order books the same
-entries (only the floors of ``client_mt5_balances`` can refuse a debit that arrives before the
-credit it takes back, which Kafka's per-payment order rules out).
+entries (only the floors of ``client_mt5_balances`` can hold back a debit that arrives before the
+credit it takes back: Kafka's per-payment order rules that out for a refund's or a chargeback's
+debit, not for a withdrawal's, which waits for the credits instead: ``waits_for_other_keys``).
 
 | event | reference | debit | credit |
 |---|---|---|---|
@@ -369,6 +370,16 @@ def _mt5_debited(meta: EventMeta, body: Mapping[str, Any], policy: PostingPolicy
         "original_credit_id": original if type(original) is int else None,
     }
     return _draft(meta, policy, f"mt5-debit:{_positive(body, 'debit_id')}", "mt5_debited", entries, detail)
+
+
+def waits_for_other_keys(draft: JournalDraft) -> bool:
+    """Whether a draft that finds a floor short may only have come before its credits: a
+    withdrawal's MT5 debit travels under the withdrawal's key, the credits that filled the login
+    under their payments', and Kafka orders nothing between them (a drill saw the debit first after
+    a broker restart). mt5-credit debits only what MT5 holds, so it waits for them (``NotYet``)
+    instead of being refused. A refund's or a chargeback's debit shares its credit's key: short is
+    wrong, never early."""
+    return draft.rule == "mt5_debited" and draft.source.detail_dict().get("debit_reason") == "withdrawal"
 
 
 # where the money taken off MT5 goes, by debit_reason (a withdrawal's is in the account currency)

@@ -1,6 +1,8 @@
 """The consumer's semantics over the in-memory store, for domain tests: dedup by event_id, one
-transaction per batch, a failing batch retried event by event, and refused events kept aside with
-their reason (what the backbone dead-letters)."""
+transaction per batch, a failing batch retried event by event, refused events kept aside with
+their reason (what the backbone dead-letters), and waiting events (``NotYet``) asked again after
+every batch (the backbone asks again after every pause; the model does not hold back the rest of
+their partition)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from backbone.consumer import InboundEvent, UnitOfWork
 from backbone.consumer.messages import first_occurrences
 
 from ledger.adapters.memory_store import InMemoryLedgerStore
-from ledger.application.events import PostingRejected, make_handler
+from ledger.application.events import PostingRejected, PostingWaits, make_handler
 from ledger.domain.rules import PostingPolicy
 from ledger.testing.facts import Fact
 
@@ -25,22 +27,32 @@ class MemoryLedger:
         self._uow = UnitOfWork(cast(Any, None), None, "ledger-test")
         self.processed: set[str] = set()
         self.dead_letters: dict[str, str] = {}
+        self.waiting: dict[str, InboundEvent] = {}  # event_id -> event that raised NotYet
         self._letters: dict[str, InboundEvent] = {}
 
     def deliver(self, facts: Sequence[Fact]) -> None:
         """One consumer batch."""
         events = first_occurrences([f.inbound(TOPICS[f.role]) for f in facts])
         fresh = [e for e in events if e.event_id not in self.processed]
-        if not fresh:
-            return
-        try:
-            with self.store.transaction():
-                self._handler(self._uow, fresh)
-            for event in fresh:
-                self._settled(event)
-        except PostingRejected:
-            for event in fresh:
+        if fresh:
+            try:
+                with self.store.transaction():
+                    self._handler(self._uow, fresh)
+                for event in fresh:
+                    self._settled(event)
+            except (PostingRejected, PostingWaits):
+                for event in fresh:
+                    self._one(event)
+        self._ask_waiting_again()
+
+    def _ask_waiting_again(self) -> None:
+        """Every waiting event once more, until a round books none of them."""
+        while self.waiting:
+            before = len(self.waiting)
+            for event in list(self.waiting.values()):
                 self._one(event)
+            if len(self.waiting) == before:
+                return
 
     def _one(self, event: InboundEvent) -> None:
         try:
@@ -50,10 +62,13 @@ class MemoryLedger:
         except PostingRejected as exc:
             self.dead_letters[event.event_id] = str(exc)
             self._letters[event.event_id] = event
+        except PostingWaits:
+            self.waiting[event.event_id] = event
 
     def _settled(self, event: InboundEvent) -> None:
         """Applied: a dead letter of the same event (an earlier delivery) is resolved by it."""
         self.processed.add(event.event_id)
+        self.waiting.pop(event.event_id, None)
         self.dead_letters.pop(event.event_id, None)
         self._letters.pop(event.event_id, None)
 

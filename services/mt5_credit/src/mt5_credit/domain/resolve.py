@@ -39,14 +39,18 @@ class ResolveTiming:
 def lookup_window_ms(
     first_claimed_at_ms: int, db_now_ms: int, server_now_ms: int, timing: ResolveTiming
 ) -> tuple[int, int]:
-    """The window on the MT5 server's clock: from before the first claim to just after now.
+    """The window on the MT5 server's clock: from before the first claim to after now.
 
     The server keeps its own clock: the offset ``server_now - db_now`` measured right now moves
-    the claim time onto it, and the lookback absorbs drift and queueing.
+    the claim time onto it, and the lookback absorbs drift and queueing. The offset measured now
+    need not be the one the deal was stamped with: a server clock stepped back since the call
+    stamped the deal *after* the server's "now", by as much as the step (a drill: stepped back
+    87 s between the call and the lookup, the deal was outside a window ending a minute after
+    "now", found "absent" and credited twice). So the lookback widens the window on both sides.
     """
     invariant(first_claimed_at_ms <= db_now_ms, "the first claim cannot be in the future")
     offset_ms = server_now_ms - db_now_ms
-    return first_claimed_at_ms + offset_ms - timing.lookback_ms, server_now_ms + 60_000
+    return first_claimed_at_ms + offset_ms - timing.lookback_ms, server_now_ms + timing.lookback_ms
 
 
 def backoff_ms(attempt: int, timing: ResolveTiming) -> int:

@@ -133,9 +133,13 @@ class WebhookDeliverer:
             await self.attempt(row)
 
     def _signature(self, row: DueDelivery, now_s: int) -> str:
-        if row.signing == "wrong_secret":
+        """A signing fault spoils the first attempt only: a retry is signed afresh with the current
+        secrets and time, as Stripe signs every attempt (a drill saw a dispute's webhook retried 100
+        times with the same stale timestamp, long after the faults had ended, then given up)."""
+        if row.signing == "wrong_secret" and row.attempts == 0:
             return signature_header((WRONG_SECRET,), now_s, row.body)
-        timestamp = now_s - row.signing_age_s if row.signing == "expired" else now_s
+        stale = row.signing == "expired" and row.attempts == 0
+        timestamp = now_s - row.signing_age_s if stale else now_s
         return signature_header(self._config.current.secrets, timestamp, row.body)
 
     async def attempt(self, row: DueDelivery) -> None:

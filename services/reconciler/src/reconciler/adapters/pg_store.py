@@ -14,6 +14,7 @@ from datetime import date
 from typing import Any, Final
 
 import psycopg
+from backbone import failpoints
 from backbone.logs import get_logger
 from backbone.money import currency_exponents as known_exponents
 from backbone.outbox import OutboxWriter
@@ -457,6 +458,7 @@ class PgReconStore:
                 raw = conn.connection.driver_connection
                 messages = [self._outbox.event(self._topic, t, key, body) for t, key, body in events]
                 self._outbox.write(raw, messages)  # type: ignore[arg-type]
+            failpoints.hit("reconciler.run.cases_written")  # written, not committed
         return counts
 
     @staticmethod

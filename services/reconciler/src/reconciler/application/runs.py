@@ -13,6 +13,10 @@
 
 Status: ``clean`` (complete, no finding), ``discrepancies`` (complete, findings), ``incomplete``
 (an input missing or unreadable; findings still become cases), ``failed`` (the run itself broke).
+
+A run killed anywhere (the failpoints ``reconciler.run.<step>`` let a test or a drill kill it exactly
+between two steps) leaves its row ``running`` and its lock to PostgreSQL, which drops the lock with
+the connection; the next run of the date marks the row ``failed`` and does the whole run again.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from backbone import failpoints
 from backbone.logs import get_logger
 
 from reconciler.application.imports import import_report
@@ -79,6 +84,7 @@ def run_date(
     with store.run_lock(business_date, wait=wait):
         run_id = store.start_run(business_date, as_of_ms)
         log.info("reconciler.run_started", run_id=run_id, business_date=business_date.isoformat())
+        failpoints.hit("reconciler.run.started")
         try:
             return _run(store, reports, deals, config, business_date, as_of_ms, run_id, progress)
         except BaseException as exc:
@@ -108,6 +114,7 @@ def _run(
                 import_report(store, config.provider, report_type, day, data, "api")
             except ReportRefused as refused:
                 problems.append(f"{report_type} report refused: {refused}")
+    failpoints.hit("reconciler.run.imported")
     settlement_id = store.latest_import(config.provider, "settlement", day)
     bank_id = store.latest_import(config.provider, "bank_deposits", day)
     if settlement_id is None:
@@ -122,6 +129,7 @@ def _run(
         problems.append(f"MT5 deals could not be read completely: {found.reason}")
     else:
         store.save_deals(run_id, found)
+    failpoints.hit("reconciler.run.deals_read")
     progress("matching")
     params = MatchParams(
         run_id=run_id,
@@ -137,6 +145,7 @@ def _run(
     )
     counts, findings = store.match(params)
     counts["mt5_deals_read"] = len(found) if not isinstance(found, NoAnswer) else 0
+    failpoints.hit("reconciler.run.matched")
     progress("updating cases")
     complete = not problems
     known = store.known_cases([f.case_key for f in findings])
