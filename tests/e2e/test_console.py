@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backbone.testing.browser import chromium
+from backbone.testing.browser import chromium, click_and_wait
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
 from backbone.testing.system import CONSOLE_PASSWORD, System
@@ -178,7 +178,7 @@ def test_a_refund_is_refused_without_the_permission_and_made_once_with_it(runnin
         amount.clear()
         amount.send_keys("12,5")
         driver.find_element(By.CSS_SELECTOR, f"{form} input[name=reason]").send_keys("client asked")
-        driver.find_element(By.ID, "refund-button").click()
+        click_and_wait(driver, driver.find_element(By.ID, "refund-button"))
         assert "amount: a number" in driver.find_element(By.CSS_SELECTOR, f"{form} .error").text
         driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.CSS_SELECTOR, form))
         driver.save_screenshot(str(SHOTS / "15-refund-bad-amount.png"))
@@ -191,7 +191,7 @@ def test_a_refund_is_refused_without_the_permission_and_made_once_with_it(runnin
             n: driver.find_element(By.CSS_SELECTOR, f"{form} input[name={n}]").get_attribute("value")
             for n in names
         }
-        driver.find_element(By.ID, "refund-button").click()
+        click_and_wait(driver, driver.find_element(By.ID, "refund-button"))
         assert "Refund asked for" in driver.find_element(By.CLASS_NAME, "done").text
         _post_form(driver, f"/payments/{payment_id}/refund", sent)  # the same form again
         wait_until(lambda: "not asked for again" in driver.page_source, 10, "the second answer")
@@ -233,17 +233,17 @@ def test_a_withdrawal_is_approved_by_a_second_operator(running: System) -> None:
         driver.find_element(By.LINK_TEXT, wid).click()
         assert "150.00 USD" in driver.find_element(By.CLASS_NAME, "summary").text
         driver.find_element(By.CSS_SELECTOR, "#prepare input[name=reason]").send_keys("client asked by phone")
-        driver.find_element(By.ID, "prepare-button").click()
+        click_and_wait(driver, driver.find_element(By.ID, "prepare-button"))
         assert "Withdrawal prepared" in driver.find_element(By.CLASS_NAME, "done").text
         driver.find_element(By.CSS_SELECTOR, "#approve input[name=reason]").send_keys("my own")
-        driver.find_element(By.ID, "approve-button").click()
+        click_and_wait(driver, driver.find_element(By.ID, "approve-button"))
         assert "refused" in driver.find_element(By.CLASS_NAME, "error").text.lower()
         driver.save_screenshot(str(SHOTS / "11-withdrawal-refused-same-operator.png"))
         _login(driver, base, "bob")
         driver.get(f"{base}/withdrawals/{wid}")
         assert "Maker-checker: alice prepared this" in driver.page_source
         driver.find_element(By.CSS_SELECTOR, "#approve input[name=reason]").send_keys("checked the card")
-        driver.find_element(By.ID, "approve-button").click()
+        click_and_wait(driver, driver.find_element(By.ID, "approve-button"))
         assert "Withdrawal approved" in driver.find_element(By.CLASS_NAME, "done").text
         driver.save_screenshot(str(SHOTS / "12-withdrawal-approved.png"))
         done = running.withdrawal(wid)

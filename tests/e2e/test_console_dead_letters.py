@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from backbone.testing.browser import chromium
+from backbone.testing.browser import chromium, click_and_wait
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
 from backbone.testing.system import CONSOLE_PASSWORD, System
@@ -56,7 +56,7 @@ def _submit(driver: Any, form_id: str, reason: str) -> None:
     field = driver.find_element(By.CSS_SELECTOR, f"#{form_id} input[name=reason]")
     field.clear()
     field.send_keys(reason)
-    driver.find_element(By.ID, f"{form_id}-button").click()
+    click_and_wait(driver, driver.find_element(By.ID, f"{form_id}-button"))
 
 
 def test_dead_letters_are_seen_refused_and_discarded_by_the_right_operator(running: System) -> None:

@@ -22,7 +22,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(length)) if length else None
-        _Handler.connections.add(id(self.connection))
+        _Handler.connections.add(self.client_address[1])  # one client port per connection
         reply = json.dumps({"echo": body, "key": self.headers.get("Idempotency-Key")}).encode()
         self.send_response(201)
         self.send_header("Content-Type", "application/json")

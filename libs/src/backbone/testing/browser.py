@@ -34,3 +34,16 @@ def chromium(width: int = 1400, height: int = 1000) -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def click_and_wait(driver: Any, element: Any, timeout_s: float = 10.0) -> None:
+    """Click ``element`` (a form's button, a link) and wait until the page it leads to has replaced
+    this one. Reading right after a plain click can read the old page: a form sent again after an
+    error still shows that error until the answer arrives."""
+    from selenium.webdriver.common.by import By  # noqa: PLC0415 - only the tests of pages need selenium
+    from selenium.webdriver.support import expected_conditions  # noqa: PLC0415
+    from selenium.webdriver.support.ui import WebDriverWait  # noqa: PLC0415
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, timeout_s).until(expected_conditions.staleness_of(old))
