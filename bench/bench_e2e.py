@@ -21,7 +21,10 @@ payment -> poll until AUTHORIZED -> capture -> poll until the credit is ``done``
    flight. A closed loop is latency-bound (Little: rate <= concurrency / end-to-end latency):
    raise the concurrency if the machine is not busy and the rate is at that bound.
 
-Status polls back off from 50 ms to BENCH_E2E_POLL_MAX_S (1 s). The client keeps one persistent
+The client waits for a status as a broker's client should: each read after the first sends the
+last ETag with ``Prefer: wait=BENCH_E2E_WAIT_S`` (10), and the API answers when the payment or the
+credit changes (``backbone.changes``). BENCH_E2E_WAIT_S=0 polls instead, backing off from 50 ms to
+BENCH_E2E_POLL_MAX_S (1 s). Every read counts in ``polls_per_deposit``. The client keeps one persistent
 connection per thread and service, as a broker's pooled HTTP client does (``KeepAliveHttp``);
 BENCH_E2E_KEEP_ALIVE=0 opens a new connection per request instead (each request then also pays a
 TCP connect at the server: ~40 % of an API's CPU per status poll, measured 2026-12-06).
@@ -115,6 +118,9 @@ IDLE_S = float(os.environ.get("BENCH_E2E_IDLE_S", "5"))
 POLL_CALIBRATION = 200  # status reads timed to price one poll
 POLL_MAX_S = float(os.environ.get("BENCH_E2E_POLL_MAX_S", "1.0"))
 KEEP_ALIVE = os.environ.get("BENCH_E2E_KEEP_ALIVE", "1") == "1"
+# a status read after the first waits up to this long for a change (ETag + ``Prefer: wait``,
+# backbone.changes) instead of polling; 0: poll as before 2026-12-06
+WAIT_S = float(os.environ.get("BENCH_E2E_WAIT_S", "10"))
 # "product": every idle poller at the product's own default (what a deployment runs); "harness": the
 # harness's short test timings (tests resolve faults in seconds, and the idle product costs more)
 TIMINGS = os.environ.get("BENCH_E2E_TIMINGS", "product")
@@ -546,7 +552,9 @@ def main() -> int:
     with System(stack, workdir, partitions=PARTITIONS, extra_env=extra_env).start() as system:
         roots = Roots.of(system)
         logins = [900_000 + i for i in range(ACCOUNTS)]
-        driver = DepositDriver(system, logins, poll_interval_max_s=POLL_MAX_S, keep_alive=KEEP_ALIVE)
+        driver = DepositDriver(
+            system, logins, poll_interval_max_s=POLL_MAX_S, keep_alive=KEEP_ALIVE, wait_s=WAIT_S
+        )
         driver.open_accounts()
         run_closed_loop(driver, WARMUP, min(CONCURRENCY, WARMUP))
         ceiling, durability = commit_ceiling(stack.pg_admin_url, CEILING_S)
@@ -572,6 +580,7 @@ def main() -> int:
         "offered_rate": RATE,
         "concurrency": CONCURRENCY,
         "keep_alive": KEEP_ALIVE,
+        "wait_s": WAIT_S,
         "timings": TIMINGS,
         "steady_deposits_per_s": steady_fig["deposits_per_s"],
         "saturation_deposits_per_s": sat_fig["deposits_per_s"],

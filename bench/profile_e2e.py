@@ -32,7 +32,7 @@ import psycopg
 from backbone.testing.load import DepositDriver, run_closed_loop
 from backbone.testing.stack import discover
 from backbone.testing.system import System
-from bench_e2e import Roots, cpu_sample, has_statements, product_polling, totals
+from bench_e2e import WAIT_S, Roots, cpu_sample, has_statements, product_polling, totals
 
 DEPOSITS = int(os.environ.get("PROFILE_DEPOSITS", "600"))
 CONCURRENCY = int(os.environ.get("PROFILE_CONCURRENCY", "64"))
@@ -152,7 +152,11 @@ def main() -> int:
     with System(stack, workdir, partitions=PARTITIONS, extra_env=extra_env).start() as system:
         roots = Roots.of(system)
         driver = DepositDriver(
-            system, [910_000 + i for i in range(50)], poll_interval_max_s=POLL_MAX_S, keep_alive=KEEP_ALIVE
+            system,
+            [910_000 + i for i in range(50)],
+            poll_interval_max_s=POLL_MAX_S,
+            keep_alive=KEEP_ALIVE,
+            wait_s=WAIT_S,  # BENCH_E2E_WAIT_S: the client waits for changes (0: polls)
         )
         driver.open_accounts()
         run_closed_loop(driver, WARMUP, min(WARMUP, CONCURRENCY))

@@ -1,10 +1,12 @@
 """A load driver for the whole product (``System``): card deposits driven from outside, the way the
 broker's server would, through the product's HTTP APIs only.
 
-One deposit = deposit intent (mt5-credit) -> payment (payment-state) -> wait AUTHORIZED (polling
-``GET /payments/{id}``) -> capture -> wait for its credit to be ``done`` (polling mt5-credit's
-``GET /deposit-intents/{ref}``). Every step's client-side time is recorded on a ``Deposit`` (the
-history), so a benchmark or a fault drill can judge what happened afterwards.
+One deposit = deposit intent (mt5-credit) -> payment (payment-state) -> wait AUTHORIZED (reading
+``GET /payments/{id}``) -> capture -> wait for its credit to be ``done`` (reading mt5-credit's
+``GET /deposit-intents/{ref}``). A read after the first one sends the last ``ETag`` with ``Prefer:
+wait`` so that the server answers when the record changes (``backbone.changes``), as a broker's
+client should; ``wait_s=0`` polls with a backoff instead. Every step's client-side time is
+recorded on a ``Deposit`` (the history), so a benchmark or a fault drill can judge what happened afterwards.
 
 Two ways of offering load, both with a bound on threads and on the whole run's duration:
 ``run_open_loop`` (a fixed offered rate, whatever the system does: a queue builds when it falls
@@ -77,20 +79,34 @@ class KeepAliveHttp:
     def __call__(
         self, method: str, url: str, body: Any = None, *, token: str | None = None, key: str | None = None
     ) -> tuple[int, Any]:
+        status, reply, _ = self.request(method, url, body, token=token, key=key)
+        return status, reply
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        *,
+        token: str | None = None,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any, http.client.HTTPMessage]:
+        """As ``__call__``, with extra request headers, and the answer's headers too."""
         parts = urlsplit(url)
         origin = (parts.hostname or "127.0.0.1", parts.port or 80)
         conns: dict[tuple[str, int], http.client.HTTPConnection] = self._local.__dict__.setdefault(
             "conns", {}
         )
         conn = conns.pop(origin, None) or http.client.HTTPConnection(*origin, timeout=self._timeout_s)
-        headers = {"Content-Type": "application/json"}
+        sent = {"Content-Type": "application/json", **(headers or {})}
         if token:
-            headers["Authorization"] = f"Bearer {token}"
+            sent["Authorization"] = f"Bearer {token}"
         if key:
-            headers["Idempotency-Key"] = key
+            sent["Idempotency-Key"] = key
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         try:
-            conn.request(method, path, None if body is None else json.dumps(body).encode(), headers)
+            conn.request(method, path, None if body is None else json.dumps(body).encode(), sent)
             response = conn.getresponse()
             raw = response.read()
         except (OSError, http.client.HTTPException) as error:
@@ -101,9 +117,9 @@ class KeepAliveHttp:
         else:
             conns[origin] = conn
         try:
-            return response.status, json.loads(raw) if raw else None
+            return response.status, json.loads(raw) if raw else None, response.msg
         except ValueError:
-            return response.status, raw.decode(errors="replace")
+            return response.status, raw.decode(errors="replace"), response.msg
 
 
 @dataclass
@@ -119,6 +135,9 @@ class DepositDriver:
     poll_interval_max_s: float = POLL_INTERVAL_MAX_S
     # persistent connections, as a broker's server keeps them; False: a new connection per request
     keep_alive: bool = True
+    # a status read waits up to this long for a change (``If-None-Match`` + ``Prefer: wait``,
+    # ``backbone.changes``) instead of the client polling; 0 (or keep_alive False): poll
+    wait_s: float = 10.0
     history: list[Deposit] = field(default_factory=list)
     _counter: itertools.count[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -149,62 +168,88 @@ class DepositDriver:
         d.started_at = time.time()
         intent = {"customer_id": customer_of(d.login), "mt5_login": d.login}
         money = {"amount_minor": d.amount_minor, "currency": "USD"}
-        created = self._call(
+        _, created, _ = self._call(
             d, "POST", f"{urls.mt5_credit}/deposit-intents", CREDIT_TOKEN, {**intent, **money}
         )
         d.deposit_reference = str(created["deposit_reference"])
         body = {**money, "payment_method_token": self.card, "deposit_reference": d.deposit_reference}
-        payment = self._call(d, "POST", f"{urls.payment_state}/payments", MERCHANT_TOKEN, body)
+        _, payment, _ = self._call(d, "POST", f"{urls.payment_state}/payments", MERCHANT_TOKEN, body)
         d.payment_id = str(payment.get("payment", payment)["payment_id"])
         d.created_at = time.time()
-        d.authorized_at = self._poll(d, lambda: self._authorized(d))
+        payment_url = f"{urls.payment_state}/payments/{d.payment_id}"
+        d.authorized_at = self._poll(d, payment_url, MERCHANT_TOKEN, _authorized)
         d.capture_sent_at = time.time()
-        self._call(d, "POST", f"{urls.payment_state}/payments/{d.payment_id}/capture", MERCHANT_TOKEN, {})
-        d.credited_at = self._poll(d, lambda: self._credit_done(d))
+        self._call(d, "POST", f"{payment_url}/capture", MERCHANT_TOKEN, {})
+        intent_url = f"{urls.mt5_credit}/deposit-intents/{d.deposit_reference}"
+        d.credited_at = self._poll(d, intent_url, CREDIT_TOKEN, lambda reply: _credit_done(d, reply))
 
-    def _call(self, d: Deposit, method: str, url: str, token: str, body: Any = None) -> Any:
+    def _call(
+        self,
+        d: Deposit,
+        method: str,
+        url: str,
+        token: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any, str | None]:
         """One request as a client makes it: a write carries one Idempotency-Key on every attempt,
-        so retrying an answer that never came (or a 503) can never do it twice."""
+        so retrying an answer that never came (or a 503) can never do it twice. Answers the status
+        (200, 201, 202, or 304 to a conditional read), the body and the ``ETag``."""
         key = new_key() if method == "POST" else None
         for attempt in range(CALL_ATTEMPTS_MAX):
+            tag = None
             try:
-                send = self._keep_alive_http if self.keep_alive else self.system.http
-                status, reply = send(method, url, body, token=token, key=key)
+                if self.keep_alive:
+                    status, reply, answer = self._keep_alive_http.request(
+                        method, url, body, token=token, key=key, headers=headers
+                    )
+                    tag = answer.get("ETag")
+                else:
+                    status, reply = self.system.http(method, url, body, token=token, key=key)
             except OSError:  # no answer (timeout, reset): the same key again
                 status, reply = 0, None
-            if status in (200, 201, 202):
-                return reply
+            if status in (200, 201, 202, 304):
+                return status, reply, tag
             if status not in RETRYABLE:
                 raise AssertionError(f"{method} {url}: {status} {reply}")
             d.retries += 1
             time.sleep(min(CALL_BACKOFF_MAX_S, 0.1 * 2**attempt))
         raise TimeoutError(f"{method} {url}: no answer after {CALL_ATTEMPTS_MAX} attempts")
 
-    def _authorized(self, d: Deposit) -> bool:
-        reply = self._call(
-            d, "GET", f"{self.system.urls.payment_state}/payments/{d.payment_id}", MERCHANT_TOKEN
-        )
-        return _status(dict(reply.get("payment", reply)), "AUTHORIZED")
-
-    def _credit_done(self, d: Deposit) -> bool:
-        url = f"{self.system.urls.mt5_credit}/deposit-intents/{d.deposit_reference}"
-        credits = list(self._call(d, "GET", url, CREDIT_TOKEN)["credits"])
-        if any(c["status"] == "failed" for c in credits):
-            raise AssertionError(f"credit failed: {credits}")
-        done = [c for c in credits if c["status"] == "done"]
-        if done:
-            d.credit_id = int(done[0]["credit_id"])
-        return bool(done)
-
-    def _poll(self, d: Deposit, reached: Callable[[], bool]) -> float:
-        deadline, interval = time.monotonic() + STEP_TIMEOUT_S, POLL_INTERVAL_MIN_S
+    def _poll(self, d: Deposit, url: str, token: str, reached: Callable[[Any], bool]) -> float:
+        """Read ``url`` until ``reached(body)``. With a tag from the last answer and ``wait_s``, the
+        server holds each read until the record changes (``backbone.changes``), so no sleep is
+        needed between reads; without (an older server, ``wait_s`` 0), poll with a backoff."""
+        deadline, interval, tag = time.monotonic() + STEP_TIMEOUT_S, POLL_INTERVAL_MIN_S, None
         while time.monotonic() < deadline:
             d.polls += 1
-            if reached():
+            waiting = tag is not None and self.wait_s > 0
+            headers = {"If-None-Match": str(tag), "Prefer": f"wait={self.wait_s:g}"} if waiting else None
+            sent = time.monotonic()
+            status, reply, tag_now = self._call(d, "GET", url, token, headers=headers)
+            if status == 200 and reached(reply):
                 return time.time()
-            time.sleep(interval)
-            interval = min(self.poll_interval_max_s, interval * 1.5)
+            tag = tag_now or tag
+            # a server that did not hold the read (no feed, stopping) answers 304 at once: back off
+            held = waiting and (status == 200 or time.monotonic() - sent >= self.wait_s / 2)
+            if not (held or (not waiting and tag is not None and self.wait_s > 0)):
+                time.sleep(interval)
+                interval = min(self.poll_interval_max_s, interval * 1.5)
         raise TimeoutError(f"deposit {d.index} not there after {STEP_TIMEOUT_S}s")
+
+
+def _authorized(reply: Any) -> bool:
+    return _status(dict(reply.get("payment", reply)), "AUTHORIZED")
+
+
+def _credit_done(d: Deposit, reply: Any) -> bool:
+    credits = list(reply["credits"])
+    if any(c["status"] == "failed" for c in credits):
+        raise AssertionError(f"credit failed: {credits}")
+    done = [c for c in credits if c["status"] == "done"]
+    if done:
+        d.credit_id = int(done[0]["credit_id"])
+    return bool(done)
 
 
 def _status(payment: dict[str, object], wanted: str) -> bool:

@@ -3,9 +3,14 @@ idempotency, card data, bad input) and merchant isolation."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from backbone.postgres import connect
@@ -272,3 +277,70 @@ def test_deposits_on_a_login_refuse_bad_queries_and_callers(api: tuple[Client, s
     assert client.call("GET", "/v1/deposits?mt5_login=5001", token=CONSOLE, headers=no_view)[0] == 403
     with connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM deposit_intents").fetchone() == (0,)
+
+
+def _read(client: Client, path: str, headers: dict[str, str]) -> tuple[int, dict[str, Any], str | None]:
+    """A GET with extra headers: the status, the JSON body ({} for a 304) and the ETag."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(client.base.rsplit(":", 1)[1]), timeout=30)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {TOKEN_A}", **headers})
+        answer = conn.getresponse()
+        raw = answer.read()
+        return answer.status, json.loads(raw) if raw else {}, answer.getheader("ETag")
+    finally:
+        conn.close()
+
+
+def test_the_brokers_read_of_its_deposit_waits_for_its_credit(api: tuple[Client, str]) -> None:
+    """``GET /deposit-intents/{ref}`` with its ETag in ``If-None-Match`` and ``Prefer: wait`` is held
+    until a credit row of that intent appears (migration 0007's NOTIFY), then answers 200 with the
+    row; a claim alone does not answer a wait (it ends in 304 with the same tag); the outcome
+    ('unknown' here, as 'done' and 'failed') answers it at once."""
+    client, url = api
+    _map(client, 5001, "cust-1")
+    body = {"customer_id": "cust-1", "mt5_login": 5001, "amount_minor": 100, "currency": "USD"}
+    ref = client.call("POST", "/deposit-intents", body, key="k-wait-0001")[1]["deposit_reference"]
+    path = f"/deposit-intents/{ref}"
+    status, intent, tag = _read(client, path, {})
+    assert status == 200 and intent["credits"] == [] and tag
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(_read, client, path, {"If-None-Match": tag, "Prefer": "wait=10"})
+        time.sleep(0.5)
+        assert not held.done(), "the read answered before anything changed"
+        started = time.monotonic()
+        with connect(url, autocommit=True) as conn:
+            PgCreditStore(conn).insert_row(
+                new_row("payment:simpsp:pi_w", ref, 100),
+                payment_id="pay_w",
+                provider="simpsp",
+                provider_payment_id="pi_w",
+                source_reference=None,
+            )
+        status, intent, pending_tag = held.result(10)
+    assert time.monotonic() - started < 3
+    assert status == 200 and [c["status"] for c in intent["credits"]] == ["pending"]
+    assert pending_tag and pending_tag != tag
+    with connect(url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE mt5_credits SET status = 'claimed', claim_token = gen_random_uuid(),"
+            " lease_expires_at = now() + interval '1 minute' WHERE deposit_reference = %s",
+            (ref,),
+        )
+    status, _, claimed_tag = _read(client, path, {})
+    assert status == 200 and claimed_tag not in (None, pending_tag)
+    started = time.monotonic()
+    assert _read(client, path, {"If-None-Match": str(claimed_tag), "Prefer": "wait=1"})[0] == 304
+    assert time.monotonic() - started >= 0.9
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(_read, client, path, {"If-None-Match": str(claimed_tag), "Prefer": "wait=10"})
+        time.sleep(0.5)
+        started = time.monotonic()
+        with connect(url, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE mt5_credits SET status = 'unknown', unknown_since = now()"
+                " WHERE deposit_reference = %s",
+                (ref,),
+            )
+        status, intent, _ = held.result(10)
+    assert status == 200 and [c["status"] for c in intent["credits"]] == ["unknown"]
+    assert time.monotonic() - started < 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +63,33 @@ def test_create_then_get(api: Http) -> None:
     got = api.get(f"/payments/{payment['payment_id']}")
     assert got.status == 200 and got.body["payment"] == payment
     assert got.body["payment"]["allowed_actions"] == []
+
+
+def test_a_status_read_waits_for_the_payment_to_change(service: Service, api: Http) -> None:
+    """``GET /payments/{id}`` answers with an ETag; with that tag in ``If-None-Match`` and
+    ``Prefer: wait=10`` the read is held until the payment changes (migration 0004's NOTIFY), then
+    answers 200 AUTHORIZED with a new tag; the same tag with no wait is 304 at once; another
+    merchant's waiting read is 404 at once (waiting never widens what a caller may see)."""
+    payment_id = create(api)
+    first = api.get(f"/payments/{payment_id}")
+    tag = first.headers["ETag"]
+    assert api.get(f"/payments/{payment_id}", headers={"If-None-Match": tag}).status == 304
+    wait = {"If-None-Match": tag, "Prefer": "wait=10"}
+    other = api.get(f"/payments/{payment_id}", token=TOKEN_B, headers=wait)
+    assert other.status == 404
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(api.get, f"/payments/{payment_id}", headers=wait)
+        time.sleep(0.5)
+        assert not held.done(), "the read answered before anything changed"
+        started = time.monotonic()
+        fact = IntentFact(
+            f"pi_{payment_id}", IntentStatus.AUTHORIZED, 10_000, "EUR", 10_000, our_reference=payment_id
+        )
+        assert service.apply(fact).outcome == "applied"
+        answer = held.result(10)
+    assert answer.status == 200 and answer.body["payment"]["status"] == "AUTHORIZED"
+    assert answer.headers["ETag"] != tag
+    assert time.monotonic() - started < 3
 
 
 def test_same_key_same_request_replays_the_original_answer(service: Service, api: Http) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final, assert_never
 
 from aiohttp import web
+from backbone.changes import ChangeFeed, conditional_read
 from backbone.consumer import dlq_http
 from backbone.consumer.dlq import ReplayContext
 from backbone.consumer.messages import per_event
@@ -68,6 +69,7 @@ _WID_RE: Final = re.compile(r"^wd_[0-9a-f]{32}$")
 _TOKEN_RE: Final = re.compile(r"^[A-Za-z0-9_]{3,128}$")
 _DIGEST_RE: Final = re.compile(r"^[0-9a-f]{64}$")
 LIST_LIMIT_MAX: Final = 500
+CHANGES_CHANNEL: Final = "mt5_credit_intents"  # migration 0007
 
 
 class Api:
@@ -81,12 +83,16 @@ class Api:
         mt5: TradeStatePort | None = None,
         outbox: OutboxWriter | None = None,
         reads: AsyncConnectionPool | None = None,
+        changes: ChangeFeed | None = None,
     ) -> None:
         self._settings = settings
         self._pool = pool
         # The broker's polls of its deposit (``GET /deposit-intents/{ref}``) read on the event loop:
         # a thread hop per poll cost about a fifth of this API's CPU (measured 2026-12-06).
         self._reads = reads
+        # the broker may wait for its credit instead of polling (``backbone.changes``): the API's
+        # LISTEN on migration 0007's notifications; None: reads answer at once (304 or 200)
+        self._changes = changes
         self._health = health
         self._database = database
         self._rates = bootstrap.rates(settings.fx_rates)
@@ -234,16 +240,21 @@ class Api:
         ref = request.match_info["ref"]
         if not _ID_RE.match(ref):
             return _error(404, "not_found", "no such deposit intent")
-        if self._reads is not None:
-            async with self._reads.connection() as conn:
-                found = await pg_reads.intent_view_async(conn, ref, merchant)
-        else:
-            found = await asyncio.to_thread(
-                self._with_conn, lambda store: pg_reads.intent_view(store, ref, merchant)
-            )
-        if found is None:
-            return _error(404, "not_found", "no such deposit intent")
-        return web.json_response(found)
+
+        async def read() -> web.Response:
+            if self._reads is not None:
+                async with self._reads.connection() as conn:
+                    found = await pg_reads.intent_view_async(conn, ref, merchant)
+            else:
+                found = await asyncio.to_thread(
+                    self._with_conn, lambda store: pg_reads.intent_view(store, ref, merchant)
+                )
+            if found is None:
+                return _error(404, "not_found", "no such deposit intent")
+            return web.json_response(found)
+
+        # ETag, If-None-Match (304) and Prefer: wait (the broker waits for its credit, not polls)
+        return await conditional_read(request, read, feed=self._changes, key=ref)
 
     async def get_credit(self, request: web.Request) -> web.Response:
         merchant = self._merchant(request)
@@ -518,12 +529,16 @@ def main() -> None:
         timeout_s=POOL_TIMEOUT_S,
     )
     mt5 = GatewayMt5.from_settings()
-    app = Api(settings, pool, health, database, mt5=mt5, outbox=bootstrap.outbox_writer(), reads=reads).app()
+    changes = ChangeFeed(settings.database_url.reveal(), CHANGES_CHANNEL, name="mt5_credit-api")
+    outbox = bootstrap.outbox_writer()
+    app = Api(settings, pool, health, database, mt5=mt5, outbox=outbox, reads=reads, changes=changes).app()
 
     async def open_reads(_: web.Application) -> None:
         await reads.open(wait=False)  # fills in the background; a poll waits at most POOL_TIMEOUT_S
+        await changes.start()
 
     app.on_startup.append(open_reads)
+    app.on_cleanup.append(changes.stop)
     app.on_cleanup.append(lambda _: reads.close())
     app.on_cleanup.append(lambda _: asyncio.to_thread(mt5.close))
     watch(app, health, _probe(pool), database)

@@ -7,6 +7,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
+from backbone.changes import ChangeFeed
 from backbone.consumer import dlq_http
 from backbone.health import Health
 from backbone.http import Probe, watch
@@ -23,6 +24,7 @@ from payment_state.entrypoints.inbound import replay_context
 from payment_state.settings import DEFAULT_EVENTS_TOPIC, ApiSettings, ReplaySettings, parse_api_tokens
 
 log = get_logger(__name__)
+CHANGES_CHANNEL = "payment_state_payments"  # migration 0004
 
 
 def _probe(reads: AsyncConnectionPool) -> Probe:
@@ -72,12 +74,16 @@ def main() -> None:
     ctx = bootstrap.context(settings.provider, settings.merchant_providers)
     health = Health.configured()
     database = Dependency("database", "payment_state-api", health, up=False)
-    app = build_app(Api(writes, reads, ctx, tokens), health, settings.body_max_bytes, database, operators)
+    changes = ChangeFeed(url, CHANGES_CHANNEL, name="payment-state-api")
+    api = Api(writes, reads, ctx, tokens, changes)
+    app = build_app(api, health, settings.body_max_bytes, database, operators)
 
     async def start(_: web.Application) -> None:
         await reads.open(wait=False)  # the pool fills in the background; readiness says when
+        await changes.start()
 
     async def close(_: web.Application) -> None:
+        await changes.stop()
         await reads.close()
         writes.close()
         log.info("api.stopped")

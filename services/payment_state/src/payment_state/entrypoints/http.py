@@ -25,6 +25,7 @@ from typing import Any, Final, TypeVar
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from backbone.changes import ChangeFeed, conditional_read
 from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, unavailable
 from backbone.logs import get_logger
@@ -92,10 +93,18 @@ class Api:
     creates waiting for their commit, and never hop threads."""
 
     def __init__(
-        self, writes: DbLane, reads: AsyncConnectionPool, ctx: Context, tokens: dict[str, str]
+        self,
+        writes: DbLane,
+        reads: AsyncConnectionPool,
+        ctx: Context,
+        tokens: dict[str, str],
+        changes: ChangeFeed | None = None,
     ) -> None:
         self._writes = writes
         self._reads = reads
+        # a status read may wait for the payment to change (``backbone.changes``): the API's
+        # LISTEN on migration 0004's notifications; None: reads answer at once (304 or 200)
+        self._changes = changes
         self._ctx = ctx
         self._tokens = tokens
 
@@ -126,11 +135,16 @@ class Api:
         payment_id = request.match_info["payment_id"]
         if not valid_payment_id(payment_id):
             return _error(404, "payment_not_found", "no such payment")
-        async with self._reads.connection() as conn:
-            state = await load_state_async(conn, payment_id, merchant_id=merchant_id)
-        if state is None:
-            return _error(404, "payment_not_found", "no such payment")
-        return _json(200, {"payment": payment_view(state)})
+
+        async def read() -> web.Response:
+            async with self._reads.connection() as conn:
+                state = await load_state_async(conn, payment_id, merchant_id=merchant_id)
+            if state is None:
+                return _error(404, "payment_not_found", "no such payment")
+            return _json(200, {"payment": payment_view(state)})
+
+        # ETag, If-None-Match (304) and Prefer: wait (a client waits for the change, not polls)
+        return await conditional_read(request, read, feed=self._changes, key=payment_id)
 
     async def find(self, request: web.Request) -> web.StreamResponse:
         """``GET /payments?provider_payment_id=pi_…``: the merchant's payments of one PSP reference

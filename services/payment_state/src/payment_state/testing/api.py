@@ -35,8 +35,9 @@ class Http:
         key: str | None = None,
         token: str | None = TOKEN_A,
         raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Response:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **(headers or {})}
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         if key is not None:
