@@ -44,10 +44,10 @@ def _seeds(seed: int | None, seeds: str | None) -> list[int]:
 def plan(seed: Annotated[int, typer.Option()] = 1, duration: float = 60.0) -> None:
     """Print the schedule of faults of ``seed`` (process names as the harness calls them)."""
     names = [
-        "gateway-api", "gateway-relay", "psp_sim", "payment_state-api", "payment_state-worker",
-        "payment_state-consume", "payment_state-relay", "mt5_credit-api", "mt5_credit-consume",
-        "mt5_credit-worker", "mt5_credit-relay", "ledger-consume", "ledger-relay", "ledger-api",
-        "reconciler-consume", "reconciler-relay", "reconciler-api", faults.MT5_SIM,
+        "gateway-api", "gateway-relay", "psp_sim", "gateway-catch-up", "payment_state-api",
+        "payment_state-worker", "payment_state-consume", "payment_state-relay", "mt5_credit-api",
+        "mt5_credit-consume", "mt5_credit-worker", "mt5_credit-relay", "ledger-consume", "ledger-relay",
+        "ledger-api", "reconciler-consume", "reconciler-relay", "reconciler-api", faults.MT5_SIM,
     ]  # fmt: skip
     for fault in faults.plan(seed, duration, names):
         print(json.dumps(asdict(fault)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
@@ -71,3 +72,30 @@ def test_mt5_timeout_after_apply_is_settled_by_the_resolver(system: System) -> N
     (credit,) = system.wait_credits(ref, ["done"], timeout_s=90)
     assert credit["attempts"] == 1
     assert len(system.deals(f"dep:{credit['credit_id']}")) == 1
+
+
+def test_a_dispute_whose_webhook_never_comes_is_caught_up_and_debited(system: System) -> None:
+    """The PSP drops the dispute's webhook for good: the gateway's catch-up stores the dispute from
+    the PSP's events list (a receipt ``fetched``, not signed), and the chargeback reaches MT5 as one
+    debit, exactly as if the webhook had come."""
+    system.open_mt5_account(7104, "cust-d")
+    ref, payment_id = system.create_deposit("cust-d", 7104, 12_000, "pm_card_visa")
+    system.wait_payment(payment_id, "AUTHORIZED")
+    system.capture(payment_id)
+    intent = system.wait_payment(payment_id, "CAPTURED")
+    system.wait_credits(ref, ["done"])
+    system.psp_fault(kind="webhook_drop", event_type="charge.dispute.created", count=1)
+    psp_id = intent["provider_payment_id"]
+    dispute = f"{system.urls.psp_control}/control/payment_intents/{psp_id}/dispute"
+    status, body = system.http("POST", dispute, {})
+    assert status in (200, 201), body
+    credit, debit = system.wait_credits(ref, ["done", "done"], timeout_s=90)
+    assert (debit["kind"], debit["debit_reason"], debit["amount_minor"]) == ("debit", "chargeback", 12_000)
+    with psycopg.connect(system.dbs["webhook_gateway"]) as conn:
+        rows = conn.execute(
+            "SELECT signature_result FROM provider_events"
+            " WHERE provider_event_type = 'charge.dispute.created' AND provider_payment_id = %s",
+            (psp_id,),
+        ).fetchall()
+    assert rows == [("fetched",)]
+    assert credit["kind"] == "credit"

@@ -23,7 +23,10 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def system(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     workdir: Path = tmp_path_factory.mktemp("recon-system")
-    with System(stack, workdir, with_reconciler=True).start() as running:
+    # The gateway's catch-up would store the dropped dispute from the PSP's events list within
+    # seconds; held back an hour here, the dispute stays lost, as if the events list were down too.
+    held_back = {"gateway-catch-up": {"CATCH_UP_SETTLE_S": "3600"}}
+    with System(stack, workdir, with_reconciler=True, extra_env=held_back).start() as running:
         yield running
 
 

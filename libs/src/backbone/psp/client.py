@@ -33,6 +33,7 @@ from backbone.psp.transport import Answer, Failure, HttpPool, TransportSettings
 from backbone.settings import Secret, setting
 
 OPERATION_ID_LENGTH_MAX: Final = 255
+EVENTS_PAGE_MAX: Final = 100
 PROVIDER: Final = "simpsp"
 
 
@@ -43,6 +44,15 @@ class PspClientSettings:
     timeout_ms: int = setting("PSP_TIMEOUT_MS", 5000, doc="total bound of one call")
     connect_timeout_ms: int = setting("PSP_CONNECT_TIMEOUT_MS", 2000)
     pool_size_max: int = setting("PSP_POOL_SIZE_MAX", 8, doc="idle keep-alive connections kept")
+
+
+@dataclass(frozen=True, slots=True)
+class EventsPage:
+    """One page of ``GET /v1/events``: event objects, newest first, and whether older ones follow
+    (ask again with ``starting_after`` = the last event's id)."""
+
+    events: tuple[dict[str, Any], ...]
+    has_more: bool
 
 
 def _check_operation_id(operation_id: str) -> None:
@@ -236,6 +246,34 @@ class PspClient:
         result = self._get("/v1/payouts?" + urlencode({"reference": reference}))
         return answers.lookup_list(result, parse_payout, lambda p: p.reference == reference)
 
+    def list_events(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None = None, limit: int = 100
+    ) -> EventsPage | NoAnswer:
+        """One page of the PSP's events (``GET /v1/events``, newest first, as Stripe's): what a
+        merchant that missed webhooks reads to catch up. Each event is the object the webhook
+        carried; an answer that is not a readable list of events with ids is NoAnswer."""
+        invariant(0 < limit <= EVENTS_PAGE_MAX, "a page of 1..100 events")
+        query: dict[str, int | str] = {"created[gte]": created_gte, "created[lte]": created_lte}
+        query["limit"] = limit
+        if starting_after is not None:
+            query["starting_after"] = starting_after
+        result = self._get("/v1/events?" + urlencode(query))
+        if isinstance(result, Failure):
+            return NoAnswer(result.reason)
+        if result.status != 200:
+            return NoAnswer(f"http_{result.status}")
+        try:
+            document = json.loads(result.body)
+        except ValueError:
+            return NoAnswer("unparseable: not JSON")
+        items = document.get("data") if isinstance(document, dict) else None
+        more = document.get("has_more") if isinstance(document, dict) else None
+        if not isinstance(items, list) or not isinstance(more, bool):
+            return NoAnswer("unparseable: expected a list")
+        if not all(isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"] for e in items):
+            return NoAnswer("unparseable: an event without an id")
+        return EventsPage(tuple(items), more)
+
     def list_refunds(self, intent_id: str) -> tuple[Refund, ...] | NoAnswer:
         """Every refund of an intent (complete list), or NoAnswer."""
         result = self._get("/v1/refunds?" + urlencode({"payment_intent": intent_id}))
@@ -245,4 +283,4 @@ class PspClient:
         return found
 
 
-__all__ = ["PaymentIntent", "PspClient", "PspClientSettings"]
+__all__ = ["EventsPage", "PaymentIntent", "PspClient", "PspClientSettings"]

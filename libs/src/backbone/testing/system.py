@@ -87,6 +87,8 @@ MT5_WORKER_ENV: Final = {
 }
 CONSUMER_ENV: Final = {"CONSUMER_POLL_TIMEOUT_MS": "100", "CONSUMER_BATCH_LINGER_MS": "5"}
 RELAY_ENV: Final = {"OUTBOX_POLL_INTERVAL_MS": "100"}
+# the gateway's catch-up of lost webhooks, at test pace: a webhook later than 5 s is caught up
+CATCH_UP_ENV: Final = {"CATCH_UP_INTERVAL_MS": "1000", "CATCH_UP_SETTLE_S": "5", "CATCH_UP_OVERLAP_S": "30"}
 HTTP_PROCESSES: Final = frozenset(
     {
         "gateway-api",
@@ -312,6 +314,14 @@ class System:
             "PSP_SIM_WEBHOOK_POLL_INTERVAL_MS": "50",
         }
         self._run("psp_sim", ["-m", "psp_sim"], env)
+        catch_up = {
+            "DATABASE_URL": self.dbs["webhook_gateway"],
+            "PSP_BASE_URL": self.urls.psp,
+            "PSP_API_KEY": PSP_API_KEY,
+            "HEALTH_PORT": "0",
+            **CATCH_UP_ENV,
+        }
+        self._run("gateway-catch-up", ["-m", "webhook_gateway", "catch-up"], catch_up)
 
     def _start_payment_state(self) -> None:
         url, port = self._db("payment_state"), free_port()

@@ -16,9 +16,10 @@ from backbone.psp import (
     parse_event,
     verify_signature,
 )
+from backbone.psp.client import EventsPage
 from backbone.psp.signature import HEADER
 from backbone.testing.processes import wait_until
-from psp_sim.testing import WEBHOOK_SECRET, Received, Receiver, SimProcess
+from psp_sim.testing import WEBHOOK_SECRET, Received, Receiver, SimProcess, _intent_of
 
 
 def _authorized(psp: SimProcess, reference: str) -> PaymentIntent:
@@ -214,3 +215,52 @@ def test_failed_deliveries_are_retried_with_backoff_then_given_up(psp: SimProces
         assert len(psp.deliveries(intent=intent.id)[0]["attempt_log"]) == 3
     finally:
         dead.close()
+
+
+def _all_events(psp: SimProcess, since_s: int, limit: int) -> list[dict[str, object]]:
+    """Every event created since ``since_s``, read page by page (``limit`` per page), newest first."""
+    found: list[dict[str, object]] = []
+    after: str | None = None
+    with psp.client() as client:
+        while True:
+            page = client.list_events(
+                created_gte=since_s, created_lte=int(time.time()) + 5, starting_after=after, limit=limit
+            )
+            assert isinstance(page, EventsPage), page
+            found.extend(page.events)
+            if not page.has_more:
+                return found
+            after = str(page.events[-1]["id"])
+
+
+def test_the_events_list_holds_every_event_even_one_whose_webhook_was_dropped(
+    psp: SimProcess, receiver: Receiver
+) -> None:
+    """``GET /v1/events`` (Stripe's list) gives every event newest first, paged one at a time with
+    ``starting_after``: the same objects the webhooks carried, and also the event whose webhook a
+    ``webhook_drop`` fault never sent, so that a merchant can catch up on it."""
+    since, reference = int(time.time()) - 1, new_id("pay")
+    intent = _authorized(psp, reference)
+    [authorized] = receiver.wait_for(1, intent_id=intent.id)
+    psp.fault(kind="webhook_drop", event_type="payment_intent.succeeded", reference=reference)
+    _capture(psp, intent.id)
+    time.sleep(1.0)
+    assert len(receiver.events(intent_id=intent.id)) == 1, "the capture's webhook was not dropped"
+    listed = [e for e in _all_events(psp, since, limit=1) if _intent_of(e) == intent.id]
+    types = ["payment_intent.succeeded", "payment_intent.amount_capturable_updated"]
+    assert [e["type"] for e in listed] == types
+    assert listed[1] == authorized.event
+    created = [int(str(e["created"])) for e in _all_events(psp, since, limit=100)]
+    assert created == sorted(created, reverse=True)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["limit=0", "limit=101", "limit=x", "created[gte]=-1", "ending_before=evt_1", "starting_after=evt_nope"],
+)
+def test_a_bad_events_list_request_is_refused(psp: SimProcess, query: str) -> None:
+    """A limit outside 1..100, a non-numeric or negative bound, an unknown parameter: 400; a cursor
+    that names no event: 404. Nothing is listed."""
+    with psp.client() as client:
+        answer = client._get(f"/v1/events?{query}")
+    assert getattr(answer, "status", None) == (404 if "nope" in query else 400)

@@ -1,7 +1,8 @@
-"""``python -m webhook_gateway api|relay|migrate`` (default ``api``; ``serve`` is the old name of ``api``).
+"""``python -m webhook_gateway api|relay|catch-up|migrate`` (default ``api``; ``serve`` is the old name).
 
 - ``api``: the HTTP server (port 8081 by default), see ``entrypoints/server.py``;
 - ``relay``: the outbox relay to ``psp.provider-events``, see ``entrypoints/relay.py``;
+- ``catch-up``: stores the PSP events whose webhooks never came, see ``entrypoints/catch_up.py``;
 - ``migrate``: apply the backbone's and the gateway's migrations to ``DATABASE_URL``.
 """
 
@@ -28,8 +29,19 @@ def _relay(_: list[str]) -> int:
     return relay()
 
 
+def _catch_up(_: list[str]) -> int:
+    from webhook_gateway.entrypoints.catch_up import main as catch_up  # noqa: PLC0415
+
+    return catch_up()
+
+
 def main(argv: list[str]) -> int:
-    commands = {"api": _api, "relay": _relay, "migrate": migrate_command("webhook_gateway", MIGRATIONS)}
+    commands = {
+        "api": _api,
+        "relay": _relay,
+        "catch-up": _catch_up,
+        "migrate": migrate_command("webhook_gateway", MIGRATIONS),
+    }
     return dispatch("webhook_gateway", argv, commands, aliases={"serve": "api"}, default="api")
 
 

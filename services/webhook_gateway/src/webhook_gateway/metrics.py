@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Final
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS_S: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _DELAY_BUCKETS_S: Final = (0.1, 0.5, 1, 5, 30, 60, 300, 900, 3600, 6 * 3600, 24 * 3600)
@@ -65,3 +65,22 @@ def request_metrics(provider: str, outcome: str) -> tuple[Counter, Histogram]:
     """The (counter, histogram) children of one label pair; cached (labels() costs a lock and a
     dict lookup per call; the label pairs are a small closed set)."""
     return WEBHOOK_REQUESTS.labels(provider, outcome), WEBHOOK_SECONDS.labels(provider, outcome)
+
+
+# The catch-up of lost webhooks (application/catch_up.py): each caught-up event is a webhook that never
+# came; passes that fail leave the window to the next pass.
+EVENTS_CAUGHT_UP: Final = Counter(
+    "gateway_events_caught_up_total",
+    "PSP events stored by the catch-up because their webhook never came, by provider",
+    ["provider"],
+)
+CATCH_UP_PASSES: Final = Counter(
+    "gateway_catch_up_passes_total",
+    "Catch-up passes by provider and outcome (ok, failed)",
+    ["provider", "outcome"],
+)
+CATCH_UP_CAUGHT_UP_TO: Final = Gauge(
+    "gateway_catch_up_caught_up_to_seconds",
+    "Every PSP event created before this Unix time has a receipt (the catch-up's cursor)",
+    ["provider"],
+)

@@ -89,6 +89,24 @@ class GatewaySettings:
         return configs
 
 
+@dataclass(frozen=True)
+class CatchUpSettings:
+    """``python -m webhook_gateway catch-up``: the PSP client's settings are ``backbone.psp``'s
+    (PSP_BASE_URL, PSP_API_KEY, PSP_TIMEOUT_MS, ...)."""
+
+    database_url: Secret = setting("DATABASE_URL", secret=True, doc="the gateway's database")
+    provider: str = setting("CATCH_UP_PROVIDER", "simpsp", doc="whose events list is read (simpsp)")
+    interval_ms: int = setting("CATCH_UP_INTERVAL_MS", 60_000, doc="one pass every this many milliseconds")
+    settle_s: int = setting(
+        "CATCH_UP_SETTLE_S", 300, doc="events younger than this are left to their webhooks (retries)"
+    )
+    overlap_s: int = setting("CATCH_UP_OVERLAP_S", 120, doc="each pass re-reads this much before its cursor")
+    first_window_s: int = setting(
+        "CATCH_UP_FIRST_WINDOW_S", 86_400, doc="with no cursor yet, how far back the first pass reads"
+    )
+    health_port: int = setting("HEALTH_PORT", 9111, doc="/healthz /readyz /metrics; 0: none")
+
+
 def load_gateway_settings(environ: Mapping[str, str] | None = None) -> GatewaySettings:
     """Parse and check; raises SettingsError naming every problem (secrets by name only)."""
     settings = load_settings(GatewaySettings, environ)

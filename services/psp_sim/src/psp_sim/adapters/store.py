@@ -343,3 +343,41 @@ async def reset(conn: Conn) -> None:
         " refunds, payouts,"
         " payment_intents, idempotency_keys, report_discrepancies, sim_config RESTART IDENTITY"
     )
+
+
+EVENTS_PAGE_MAX: Final = 100  # Stripe's limit on one page of a list
+
+
+class UnknownCursor(Exception):
+    """``starting_after`` names no event."""
+
+
+async def events_page(
+    conn: Conn, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+) -> tuple[list[bytes], bool]:
+    """Events created in ``[created_gte, created_lte]`` (seconds), newest first (``created_s``, then
+    ``id``, both descending), after the event ``starting_after`` when given: their exact bodies (the
+    bytes every webhook copy carried) and whether more follow."""
+    assert 0 < limit <= EVENTS_PAGE_MAX, "a bounded page"
+    cursor: tuple[int, str] | None = None
+    if starting_after is not None:
+        cur = await conn.execute("SELECT created_s, id FROM webhook_events WHERE id = %s", (starting_after,))
+        row = await cur.fetchone()
+        if row is None:
+            raise UnknownCursor(starting_after)
+        cursor = (int(row[0]), str(row[1]))
+    cur = await conn.execute(
+        "SELECT body FROM webhook_events WHERE created_s BETWEEN %s AND %s"
+        " AND (%s::bigint IS NULL OR (created_s, id) < (%s::bigint, %s::text))"
+        " ORDER BY created_s DESC, id DESC LIMIT %s",
+        (
+            created_gte,
+            created_lte,
+            None if cursor is None else cursor[0],
+            None if cursor is None else cursor[0],
+            None if cursor is None else cursor[1],
+            limit + 1,
+        ),
+    )
+    bodies = [bytes(row[0]) for row in await cur.fetchall()]
+    return bodies[:limit], len(bodies) > limit

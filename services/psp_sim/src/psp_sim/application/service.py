@@ -370,6 +370,28 @@ class PspService:
         refs = (reference,) if reference else ()
         return await self._read(refs, Response(200, dumps(list_json([refund_json(r) for r in found]))))
 
+    async def events_page(
+        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
+    ) -> Outcome:
+        """``GET /v1/events``: a page of events, newest first, each the exact bytes its webhooks
+        carried (a merchant catching up on missed webhooks reads the same events)."""
+        async with self._pool.connection() as conn:
+            try:
+                bodies, more = await store.events_page(
+                    conn,
+                    created_gte=created_gte,
+                    created_lte=created_lte,
+                    starting_after=starting_after,
+                    limit=limit,
+                )
+            except store.UnknownCursor:
+                return await self._read((), not_found("event", starting_after or ""))
+        body = b'{"object":"list","url":"/v1/events","has_more":%s,"data":[%s]}' % (
+            b"true" if more else b"false",
+            b",".join(bodies),
+        )
+        return await self._read((), Response(200, body))
+
     async def retrieve_payout(self, payout_id: str) -> Outcome:
         async with self._pool.connection() as conn:
             payout = await payout_store.get_payout(conn, payout_id)

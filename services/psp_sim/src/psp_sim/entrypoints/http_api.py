@@ -23,6 +23,7 @@ from backbone.carddata import find_card_field, find_card_number
 from backbone.health import Health, aiohttp_routes
 from backbone.logs import get_logger
 
+from psp_sim.adapters import store
 from psp_sim.adapters.delivery import WebhookDeliverer
 from psp_sim.application.service import Outcome, PspService, Response
 from psp_sim.domain import requests as req
@@ -32,6 +33,12 @@ from psp_sim.metrics import FAULTS_APPLIED, REQUEST_SECONDS, REQUESTS
 log = get_logger(__name__)
 IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
 _OPEN_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
+_EVENT_PARAMS: Final = frozenset({"created[gte]", "created[lte]", "limit", "starting_after"})
+
+
+def _natural(raw: str) -> int | None:
+    """A whole number 0..2**62 written in ASCII digits, or None."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
 
 
 def error_response(status: int, error_type: ErrorType, code: str, message: str, **extra: Any) -> web.Response:
@@ -286,6 +293,39 @@ class ApiHandlers:
             await self._service.refunds_where(reference=reference or None, intent_id=intent_id)
         )
 
+    async def list_events(self, request: web.Request) -> web.StreamResponse:
+        """``GET /v1/events`` as Stripe answers it: newest first; ``limit`` 1-100 (10 by default),
+        ``starting_after`` (the last event of the previous page), ``created[gte]``/``created[lte]``
+        (Unix seconds). Any other parameter, or a bad value, is 400 and lists nothing."""
+        query = request.query
+        unknown = sorted(set(query) - _EVENT_PARAMS)
+        if unknown:
+            return error_response(
+                400, "invalid_request_error", "parameter_unknown", f"Received unknown parameter: {unknown[0]}"
+            )
+        bounds: dict[str, int] = {}
+        for name, default in (("created[gte]", 0), ("created[lte]", 2**62), ("limit", 10)):
+            raw = query.get(name)
+            value = default if raw is None else _natural(raw)
+            if value is None or (name == "limit" and not 1 <= value <= store.EVENTS_PAGE_MAX):
+                return error_response(
+                    400,
+                    "invalid_request_error",
+                    "parameter_invalid",
+                    f"{name} must be a whole number" + (" from 1 to 100." if name == "limit" else "."),
+                    param=name,
+                )
+            bounds[name] = value
+        after = query.get("starting_after")
+        return await self._finish(
+            await self._service.events_page(
+                created_gte=bounds["created[gte]"],
+                created_lte=bounds["created[lte]"],
+                starting_after=after or None,
+                limit=bounds["limit"],
+            )
+        )
+
     # -- reports (Stripe-like report runs; the simulator's runs succeed at once) ----------------------
 
     async def create_report_run(self, request: web.Request) -> web.StreamResponse:
@@ -371,6 +411,7 @@ def api_app(handlers: ApiHandlers, health: Health, body_max_bytes: int) -> web.A
             web.post("/v1/payouts", h.create_payout),
             web.get("/v1/payouts", h.list_payouts),
             web.get("/v1/payouts/{id}", h.retrieve_payout),
+            web.get("/v1/events", h.list_events),
             web.post("/v1/reporting/report_runs", h.create_report_run),
             web.get("/v1/reporting/report_runs/{id}", h.retrieve_report_run),
             web.get("/v1/files/{id}/contents", h.file_contents),

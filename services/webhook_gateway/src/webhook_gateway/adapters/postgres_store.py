@@ -52,7 +52,14 @@ from webhook_gateway.application.ingest import (
     StoreRejected,
     StoreUnavailable,
 )
-from webhook_gateway.domain.receipts import EVENT_TYPE, TOPIC, NewReceipt, outbox_key, provider_event_received
+from webhook_gateway.domain.receipts import (
+    EVENT_TYPE,
+    TOPIC,
+    NewReceipt,
+    outbox_key,
+    provenance_result,
+    provider_event_received,
+)
 from webhook_gateway.metrics import WEBHOOK_STORE_BATCH_SECONDS, WEBHOOK_STORE_BATCH_SIZE
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -64,17 +71,18 @@ WITH input AS (
         %(payment_id)b::text[], %(raw_body)b::bytea[], %(body_sha256)b::bytea[],
         %(audit_headers)b::jsonb[], %(secret)b::text[], %(signature_timestamp_s)b::bigint[],
         %(request_id)b::text[], %(outbox_event_id)b::uuid[], %(message_key)b::text[],
-        %(payload)b::bytea[], %(headers)b::jsonb[], %(card_data_redacted)b::boolean[]
+        %(payload)b::bytea[], %(headers)b::jsonb[], %(card_data_redacted)b::boolean[],
+        %(signature_result)b::text[]
     ) AS i(id, provider, provider_event_id, provider_event_type, provider_payment_id, raw_body,
            body_sha256, audit_headers, signature_secret, signature_timestamp_s, request_id,
-           outbox_event_id, message_key, payload, headers, card_data_redacted)
+           outbox_event_id, message_key, payload, headers, card_data_redacted, signature_result)
 ), receipt AS (
     INSERT INTO provider_events (
         id, provider, provider_event_id, provider_event_type, provider_payment_id, raw_body,
         body_sha256, audit_headers, signature_result, signature_secret, signature_timestamp_s,
         request_id, outbox_event_id, received_at, card_data_redacted)
     SELECT id, provider, provider_event_id, provider_event_type, provider_payment_id, raw_body,
-           body_sha256, audit_headers, 'verified', signature_secret, signature_timestamp_s,
+           body_sha256, audit_headers, signature_result, signature_secret, signature_timestamp_s,
            request_id, outbox_event_id, %(received_at)s::timestamptz, card_data_redacted
     FROM input ORDER BY id
     ON CONFLICT (provider, provider_event_id) DO NOTHING
@@ -308,6 +316,7 @@ def _insert_params(
         "payload": [m.payload for m in messages],
         "headers": [Jsonb(dict(m.headers)) for m in messages],
         "card_data_redacted": [r.card_data_redacted for r in receipts],
+        "signature_result": [provenance_result(r.signature) for r in receipts],
         "outbox_event_type": EVENT_TYPE,
         "topic": topic_name(TOPIC),
     }

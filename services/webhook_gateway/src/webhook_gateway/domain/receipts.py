@@ -33,13 +33,44 @@ AUDIT_VALUE_LENGTH_MAX: Final = 512
 
 
 @dataclass(frozen=True, slots=True)
+class FetchedFromPsp:
+    """Not a webhook: an event the gateway read itself from the PSP's authenticated events API (the
+    catch-up of webhooks that never came, ``application.catch_up``). Its authenticity is that call's
+    (our API key, the PSP's TLS), not a signature; it is stored as ``signature_result = 'fetched'``
+    with ``signature_secret = 'api'`` and the event's creation time in ``signature_timestamp_s``."""
+
+    created_s: int
+
+    @property
+    def secret(self) -> str:
+        return "api"
+
+    @property
+    def timestamp_s(self) -> int:
+        return self.created_s
+
+    @property
+    def result(self) -> str:
+        return "fetched"
+
+
+Provenance = SignatureVerified | FetchedFromPsp
+
+
+def provenance_result(provenance: Provenance) -> str:
+    """``provider_events.signature_result``: 'verified' (a signed webhook) or 'fetched' (catch-up)."""
+    return provenance.result if isinstance(provenance, FetchedFromPsp) else "verified"
+
+
+@dataclass(frozen=True, slots=True)
 class NewReceipt:
-    """A verified, readable webhook about to be stored (once per provider and provider event id)."""
+    """A verified, readable webhook about to be stored (once per provider and provider event id), or
+    an event the catch-up fetched from the PSP (``FetchedFromPsp``)."""
 
     provider: str
     event: ParsedEvent
     raw_body: bytes
-    signature: SignatureVerified
+    signature: Provenance
     audit_headers: Mapping[str, str]
     request_id: str
     card_data_redacted: bool = False
@@ -67,7 +98,9 @@ def provider_event_received(receipt: NewReceipt, receipt_id: int, received_at_ms
         "provider_payment_id": receipt.event.payment_id,
         "receipt_id": receipt_id,
         "received_at_ms": received_at_ms,
-        "signature_verified": True,  # unverified webhooks never get this far
+        # unverified webhooks never get this far; an event the catch-up fetched from the PSP's API is
+        # authentic by that call (the receipt row says which: signature_result 'fetched')
+        "signature_verified": True,
         "raw_body": receipt.raw_body,
         "card_data_redacted": receipt.card_data_redacted,
     }
