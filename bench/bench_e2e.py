@@ -521,8 +521,8 @@ def _default(settings: type, env: str) -> str:
 def product_polling() -> dict[str, dict[str, str]]:
     """Per process type, the product's own defaults for what polls while nothing happens: relays'
     fallback polls, consumers' first-message wait and linger, mt5-credit's worker passes, the PSP
-    simulator's webhook queue. The harness shortens all of them for tests; leases, call budgets and
-    backoffs stay the harness's (they cost nothing while idle)."""
+    simulator's webhook queue, the gateway's catch-up passes. The harness shortens all of them for
+    tests; leases, call budgets and backoffs stay the harness's (they cost nothing while idle)."""
     from mt5_credit.settings import WorkerSettings  # noqa: PLC0415 - the bench's own choice only
     from psp_sim.settings import SimSettings  # noqa: PLC0415
 
@@ -536,6 +536,9 @@ def product_polling() -> dict[str, dict[str, str]]:
     polling["mt5_credit-worker"] = {
         "CREDIT_POLL_INTERVAL_MS": _default(WorkerSettings, "CREDIT_POLL_INTERVAL_MS")
     }
+    from webhook_gateway.settings import CatchUpSettings  # noqa: PLC0415
+
+    polling["gateway-catch-up"] = {"CATCH_UP_INTERVAL_MS": _default(CatchUpSettings, "CATCH_UP_INTERVAL_MS")}
     webhook_poll = "PSP_SIM_WEBHOOK_POLL_INTERVAL_MS"
     polling["psp_sim"] = {webhook_poll: _default(SimSettings, webhook_poll)}
     return polling
