@@ -61,18 +61,7 @@ def test_one_deposit_is_one_trace_across_every_service(system: System) -> None:
     system.wait_payment(payment_id, "CAPTURED")
     system.wait_credits(ref, ["done"])
     wait_until(lambda: len(system.journals(payment_id)) == 2, 60, "captured + credited journals")
-    wait_until(
-        lambda: (
-            {"ledger PaymentCaptured", "ledger Mt5Credited"}
-            <= {s["name"] for s in _spans(system) if s["trace_id"] == trace_id}
-        ),
-        30,
-        "the ledger's consumer spans",
-    )
-    spans = _spans(system)
-    ours = [s for s in spans if s["trace_id"] == trace_id]
-    names = {s["name"] for s in ours}  # consumer spans are named "<consumer> <event type>"
-    assert {
+    expected = {
         "POST /deposit-intents",  # mt5-credit's API
         "POST /payments",  # payment-state's API
         "payment_state.execute authorize",  # payment-state's worker, and its PSP calls:
@@ -84,7 +73,21 @@ def test_one_deposit_is_one_trace_across_every_service(system: System) -> None:
         "mt5 trade/balance",
         "ledger PaymentCaptured",  # the ledger's postings
         "ledger Mt5Credited",
-    } <= names, names
+    }
+
+    # each process exports its spans in batches: wait until every one has written the deposit's
+    def all_written() -> bool:
+        spans = _spans(system)
+        names = {s["name"] for s in spans if s["trace_id"] == trace_id}
+        others = {s["name"] for s in spans if s["trace_id"] != trace_id}
+        webhooks = any(s["service"] == "webhook_gateway" and "webhooks" in s["name"] for s in spans)
+        return expected <= names and "POST /payments/{payment_id}/capture" in others and webhooks
+
+    wait_until(all_written, 30, "every service's spans of the deposit, and the webhooks' and capture's")
+    spans = _spans(system)
+    ours = [s for s in spans if s["trace_id"] == trace_id]
+    names = {s["name"] for s in ours}  # consumer spans are named "<consumer> <event type>"
+    assert expected <= names, names
 
     webhooks = [s for s in spans if s["service"] == "webhook_gateway" and "webhooks" in s["name"]]
     assert webhooks and all(s["trace_id"] != trace_id for s in webhooks)  # the PSP started them

@@ -318,7 +318,6 @@ class System:
             "DATABASE_URL": self.dbs["webhook_gateway"],
             "PSP_BASE_URL": self.urls.psp,
             "PSP_API_KEY": PSP_API_KEY,
-            "HEALTH_PORT": "0",
             **CATCH_UP_ENV,
         }
         self._run("gateway-catch-up", ["-m", "webhook_gateway", "catch-up"], catch_up)

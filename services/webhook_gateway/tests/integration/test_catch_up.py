@@ -5,6 +5,9 @@ webhooks came are left alone; a second catch-up stands by on the advisory lock; 
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,3 +99,45 @@ def test_a_dropped_webhook_is_caught_up_from_the_events_list(
         second.kill()
         raise
     assert (first.terminate(timeout_s=15), second.terminate(timeout_s=15)) == (0, 0)
+
+
+def _readiness(port: int) -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=3) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+    except OSError:
+        return 0, {}
+
+
+def test_readiness_names_the_psp_when_its_events_list_does_not_answer(
+    start_gateway: StartGateway, tmp_path: Path
+) -> None:
+    """A catch-up whose PSP does not answer (nothing listens on its port) is not ready, and its
+    /readyz says why: ``psp`` down, ``database`` up; it keeps running and moves no cursor."""
+    gateway = start_gateway()
+    port = free_port()
+    env = {
+        "DATABASE_URL": gateway.db_url,
+        "PSP_BASE_URL": f"http://127.0.0.1:{free_port()}",
+        "PSP_API_KEY": API_KEY,
+        "CATCH_UP_INTERVAL_MS": "300",
+        "HEALTH_PORT": str(port),
+    }
+    proc = Proc(["-m", "webhook_gateway", "catch-up"], env, tmp_path / "catch-up.log")
+    try:
+
+        def psp_failed() -> bool:
+            psp = _readiness(port)[1].get("psp")
+            return isinstance(psp, dict) and psp["detail"] != "not reached yet"
+
+        wait_until(psp_failed, timeout_s=20, what="a pass that found the PSP down")
+        status, body = _readiness(port)
+        assert status == 503 and body["psp"]["ready"] is False and body["database"]["ready"] is True, body
+        with connect(gateway.db_url) as conn:
+            assert conn.execute("SELECT count(*) FROM catch_up_cursors").fetchone() == (0,)
+    except BaseException:
+        proc.kill()
+        raise
+    assert proc.terminate(timeout_s=15) == 0

@@ -3,8 +3,9 @@
 
 One instance is active at a time: it holds a PostgreSQL advisory lock on a connection of its own; the
 others stand by and take over when that connection goes (scaling "leader"). Two active ones would
-still be safe (receipts are unique by event id), only wasteful. Readiness says whether the last pass
-succeeded; liveness beats once per loop. SIGTERM ends the current pass, then the process.
+still be safe (receipts are unique by event id), only wasteful. Readiness names the two dependencies,
+``database`` and ``psp``, each as the last pass found it; liveness beats once per loop. SIGTERM ends
+the current pass, then the process.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import time
 from typing import Any, Final
 
 import psycopg
+from backbone.health import Health
 from backbone.logs import configure_logging, get_logger
+from backbone.outage import Dependency
 from backbone.postgres import is_infrastructure_error, make_async_pool
 from backbone.psp.client import PspClient, PspClientSettings
 from backbone.runtime import health_for
@@ -35,6 +38,7 @@ from webhook_gateway.settings import CatchUpSettings
 log = get_logger(__name__)
 LOCK_KEY: Final = 0x6777_6361_7463_6875  # "gwcatchu": one active catch-up per database
 STORE_TIMEOUT_S: Final = 10.0
+PROCESS: Final = "webhook_gateway-catch-up"
 
 
 Lock = psycopg.AsyncConnection[Any]
@@ -57,9 +61,49 @@ async def _leader(conninfo: str, held: Lock | None) -> Lock | None:
     return None
 
 
+class _Passes:
+    """One pass at a time: lead (or stand by), catch up, and tell readiness which dependency failed."""
+
+    def __init__(self, settings: CatchUpSettings, catch_up: CatchUp, health: Health) -> None:
+        self._settings, self._catch_up = settings, catch_up
+        self._database = Dependency("database", PROCESS, health, up=False)
+        self._provider = Dependency("psp", PROCESS, health, up=False)
+        self.lock: Lock | None = None
+
+    async def one(self) -> None:
+        name, provider = self._settings.provider, self._provider
+        try:
+            self.lock = await _leader(self._settings.database_url.reveal(), self.lock)
+            self._database.ok()
+            if self.lock is None:
+                provider.ok()  # standing by: another catch-up is active, and it reads the PSP
+                return
+            result = await self._catch_up.run_once(int(time.time()))
+            EVENTS_CAUGHT_UP.labels(name).inc(result.caught_up)
+            CATCH_UP_PASSES.labels(name, "ok").inc()
+            CATCH_UP_CAUGHT_UP_TO.labels(name).set(result.up_to_s)
+            provider.ok()
+            if result.listed:
+                log.info("catch_up.pass", provider=name, **dataclasses.asdict(result))
+        except SourceUnavailable as exc:
+            CATCH_UP_PASSES.labels(name, "failed").inc()
+            provider.failed(exc)
+        except StoreUnavailable as exc:
+            CATCH_UP_PASSES.labels(name, "failed").inc()
+            self._database.failed(exc)
+        except StoreRejected as exc:  # not an outage: the pass fails (the alert) and moves nothing
+            CATCH_UP_PASSES.labels(name, "failed").inc()
+            log.error("catch_up.pass_rejected", provider=name, error=str(exc))
+        except Exception as exc:
+            if not is_infrastructure_error(exc):
+                raise
+            CATCH_UP_PASSES.labels(name, "failed").inc()
+            self._database.failed(exc)
+            self.lock = None
+
+
 async def run(settings: CatchUpSettings, psp: PspClient) -> None:
     health = health_for(settings.health_port)
-    health.set("last_pass", False, "no pass yet")
     pool = make_async_pool(
         settings.database_url.reveal(),
         size_min=1,
@@ -76,38 +120,16 @@ async def run(settings: CatchUpSettings, psp: PspClient) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    lock: Lock | None = None
+    passes = _Passes(settings, catch_up, health)
     try:
         while not stop.is_set():
             health.beat()
-            try:
-                lock = await _leader(settings.database_url.reveal(), lock)
-                if lock is None:
-                    health.set("last_pass", True, "standing by: another catch-up is active")
-                else:
-                    result = await catch_up.run_once(int(time.time()))
-                    EVENTS_CAUGHT_UP.labels(settings.provider).inc(result.caught_up)
-                    CATCH_UP_PASSES.labels(settings.provider, "ok").inc()
-                    CATCH_UP_CAUGHT_UP_TO.labels(settings.provider).set(result.up_to_s)
-                    health.set("last_pass", True)
-                    if result.listed:
-                        log.info("catch_up.pass", provider=settings.provider, **dataclasses.asdict(result))
-            except (SourceUnavailable, StoreUnavailable, StoreRejected) as exc:
-                CATCH_UP_PASSES.labels(settings.provider, "failed").inc()
-                health.set("last_pass", False, type(exc).__name__)
-                log.warning("catch_up.pass_failed", provider=settings.provider, error=type(exc).__name__)
-            except Exception as exc:
-                if not is_infrastructure_error(exc):
-                    raise
-                CATCH_UP_PASSES.labels(settings.provider, "failed").inc()
-                health.set("last_pass", False, type(exc).__name__)
-                log.warning("catch_up.pass_failed", provider=settings.provider, error=type(exc).__name__)
-                lock = None
+            await passes.one()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), settings.interval_ms / 1000)
     finally:
-        if lock is not None:
-            await lock.close()
+        if passes.lock is not None:
+            await passes.lock.close()
         await store.close()
         await pool.close(timeout=5)
         log.info("catch_up.stopped")
