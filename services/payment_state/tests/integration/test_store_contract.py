@@ -218,6 +218,11 @@ def test_lookups_find_the_payment_by_each_of_its_references(h: StoreHarness) -> 
     with h.transaction() as store:
         assert store.payment_id_by_provider_payment("simpsp", "pi_look") == pid
         assert store.payment_id_by_provider_payment("other", "pi_look") is None
+        locked = store.lock_by_provider_payment("simpsp", "pi_look")
+        assert locked is not None and locked == store.load_state(pid)
+        assert [op.operation_id for op in locked.operations] == [op.operation_id for op in at_4.operations]
+        assert store.lock_by_provider_payment("other", "pi_look") is None
+        assert store.lock_by_provider_payment("simpsp", "pi_none") is None
         assert store.payment_id_if_exists(pid) == pid and store.payment_id_if_exists("pay_none") is None
         assert store.payment_id_by_operation("op_rf") == pid and store.payment_id_by_operation("x") is None
         assert store.payment_id_by_refund("simpsp", "re_1") == pid

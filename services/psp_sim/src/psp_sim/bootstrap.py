@@ -60,12 +60,15 @@ class Simulator:
 
 
 async def build(settings: SimSettings, health: Health) -> Simulator:
-    # backbone's pool: a connection is checked before it is handed out (none dead after a restart)
+    # backbone's pool: a connection is checked before it is handed out (none dead after a restart).
+    # Autocommit: a single statement is its own transaction (no BEGIN/COMMIT round trips); every
+    # change of more than one statement opens ``conn.transaction()`` itself.
     pool: AsyncConnectionPool[Conn] = make_async_pool(
         settings.database_url.reveal(),
         size_min=2,
         size_max=settings.db_pool_size_max,
         name="psp_sim",
+        autocommit=True,
         timeout_s=CONNECT_TIMEOUT_S,
     )
     await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)

@@ -219,6 +219,10 @@ class InMemoryPaymentStore(InMemoryOperationClaims, InMemoryRepairs, InMemoryPay
 
     # -- locating the payment a provider fact is about ---------------------------------------------
 
+    def lock_by_provider_payment(self, provider: str, provider_payment_id: str) -> PaymentState | None:
+        found = self.payment_id_by_provider_payment(provider, provider_payment_id)
+        return None if found is None else self.load_state(found, for_update=True)
+
     def payment_id_by_provider_payment(self, provider: str, provider_payment_id: str) -> str | None:
         return next(
             (

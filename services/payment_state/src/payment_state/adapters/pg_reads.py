@@ -45,6 +45,14 @@ LOAD_STATE: Final = (
     " WHERE p.payment_id = %s AND (%s::text IS NULL OR p.merchant_id = %s)"
     " ORDER BY o.created_at, o.operation_id"
 )  # fmt: skip
+# The same, locked, for the payment the provider knows by its id (a webhook's fact): located and
+# loaded in one round trip; (provider, provider_payment_id) is unique.
+LOCK_BY_PROVIDER_PAYMENT: Final = (
+    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
+    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
+    " WHERE p.provider = %s AND p.provider_payment_id = %s"
+    " ORDER BY o.created_at, o.operation_id FOR UPDATE OF p"
+)  # fmt: skip
 # The payments of one PSP reference (the provider's payment intent id, ``pi_…``) under one merchant:
 # unique per (provider, provider_payment_id), so at most one per provider; the providers are named
 # so the unique index (provider, provider_payment_id) answers it.

@@ -29,7 +29,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from payment_state.adapters import pg_reads
-from payment_state.adapters.pg_reads import LOAD_STATE, PAYMENT_FIELDS
+from payment_state.adapters.pg_reads import LOAD_STATE, LOCK_BY_PROVIDER_PAYMENT, PAYMENT_FIELDS
 from payment_state.adapters.postgres_claims import PgOperationClaims
 from payment_state.adapters.postgres_payouts import PgPayouts
 from payment_state.adapters.postgres_repairs import PgRepairs
@@ -190,6 +190,10 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
     def _one(self, sql: str, params: tuple[Any, ...]) -> str | None:
         row = self._conn.execute(sql, params).fetchone()
         return None if row is None else str(row[0])
+
+    def lock_by_provider_payment(self, provider: str, provider_payment_id: str) -> PaymentState | None:
+        rows = self._conn.execute(LOCK_BY_PROVIDER_PAYMENT, (provider, provider_payment_id)).fetchall()
+        return pg_reads.state_from_rows(rows)
 
     def payment_id_by_provider_payment(self, provider: str, provider_payment_id: str) -> str | None:
         return self._one(

@@ -248,7 +248,7 @@ class OperationExecutor:
         with self._transaction() as store:
             match result:
                 case Applied(fact=fact) | Refused(fact=fact):
-                    apply_provider_fact(
+                    outcome = apply_provider_fact(
                         store,
                         self._ctx.for_provider(op.provider),
                         fact,
@@ -256,7 +256,7 @@ class OperationExecutor:
                         operation_id=op.operation_id,
                         payment_id=payment_id,
                     )
-                    delay_ms = self._delay_after_answer(store, payment_id, op.operation_id)
+                    delay_ms = self._delay_after_answer(store, payment_id, op.operation_id, outcome.state)
                 case NoAnswer(reason=reason):
                     store.mark_unknown(op.operation_id, reason)
                     log.warning("executor.outcome_unknown", operation_id=op.operation_id, reason=reason)
@@ -312,7 +312,7 @@ class OperationExecutor:
         """Apply what a lookup found; None when the operation is resolved now."""
         match lookup:
             case Found(fact=fact):
-                apply_provider_fact(
+                outcome = apply_provider_fact(
                     store,
                     self._ctx.for_provider(op.provider),
                     fact,
@@ -320,7 +320,7 @@ class OperationExecutor:
                     operation_id=op.operation_id,
                     payment_id=payment_id,
                 )
-                current = self._operation(store, payment_id, op.operation_id)
+                current = self._operation(store, payment_id, op.operation_id, outcome.state)
                 if current.is_terminal:
                     return None
                 not_done = isinstance(fact, IntentFact) and intent_shows_not_done(current, fact)
@@ -336,8 +336,10 @@ class OperationExecutor:
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _delay_after_answer(self, store: PaymentStore, payment_id: str, operation_id: str) -> int:
-        current = self._operation(store, payment_id, operation_id)
+    def _delay_after_answer(
+        self, store: PaymentStore, payment_id: str, operation_id: str, state: PaymentState | None
+    ) -> int:
+        current = self._operation(store, payment_id, operation_id, state)
         return 0 if current.is_terminal else self._c.policy.recheck_interval_ms
 
     def _reschedule_unknown(self, store: PaymentStore, payment_id: str, operation_id: str) -> int:
@@ -356,8 +358,13 @@ class OperationExecutor:
         assert state is not None
         open_case(store, state, op, decision.case, detail)
 
-    def _operation(self, store: PaymentStore, payment_id: str, operation_id: str) -> Operation:
-        state = store.load_state(payment_id)
+    def _operation(
+        self, store: PaymentStore, payment_id: str, operation_id: str, known: PaymentState | None = None
+    ) -> Operation:
+        """The operation as this transaction sees it: from ``known`` (the state an apply left, in
+        this transaction, under its lock) when it is this payment's, else read again."""
+        state = known if known is not None and known.payment.payment_id == payment_id else None
+        state = state or store.load_state(payment_id)
         assert state is not None
         op = state.operation(operation_id)
         invariant(op is not None, f"operation {operation_id} vanished")

@@ -40,6 +40,9 @@ class FactOutcome:
     outcome: str  # applied | stale | duplicate | pending | conflict | unmatched
     payment_id: str | None
     detail: str | None = None
+    # The payment as this transaction leaves it (locked), when the fact reached one: the caller reads
+    # its operations from here instead of loading them again.
+    state: PaymentState | None = None
 
 
 def locate(store: PaymentStore, provider: str, fact: ProviderFact) -> str | None:
@@ -80,10 +83,9 @@ def apply_provider_fact(
     if provider_event_id is not None and store.webhook_seen(ctx.provider, provider_event_id):
         metrics.PROVIDER_FACTS.labels(source, "duplicate").inc()
         return FactOutcome("duplicate", None, "provider event seen before")
-    target = payment_id or locate(store, ctx.provider, fact)
-    outcome = (
-        _apply_located(store, ctx, fact, target, causation_id) if target else FactOutcome("unmatched", None)
-    )
+    state = _lock(store, ctx.provider, fact, payment_id)
+    unmatched = FactOutcome("unmatched", None)
+    outcome = unmatched if state is None else _apply_locked(store, ctx, fact, state, causation_id)
     if outcome.outcome in ("unmatched", "conflict"):
         log.warning(
             "provider_fact." + outcome.outcome,
@@ -108,12 +110,32 @@ def apply_provider_fact(
     return outcome
 
 
-def _apply_located(
-    store: PaymentStore, ctx: Context, fact: ProviderFact, payment_id: str, causation_id: str | None
+def _lock(
+    store: PaymentStore, provider: str, fact: ProviderFact, payment_id: str | None
+) -> PaymentState | None:
+    """The payment a fact is about, locked: the one named, else located as ``locate`` does (a fact
+    carrying the provider's payment id is located and locked in one round trip)."""
+    if payment_id is not None:
+        state = store.load_state(payment_id, for_update=True)
+        invariant(state is not None, f"the payment {payment_id} a fact names must exist")
+        return state
+    if isinstance(fact, (IntentFact, DisputeFact)):
+        state = store.lock_by_provider_payment(provider, fact.provider_payment_id)
+        if state is None and isinstance(fact, IntentFact) and fact.our_reference is not None:
+            state = store.load_state(fact.our_reference, for_update=True)
+        return state
+    target = locate(store, provider, fact)
+    if target is None:
+        return None
+    state = store.load_state(target, for_update=True)
+    invariant(state is not None, f"located payment {target} must exist")
+    return state
+
+
+def _apply_locked(
+    store: PaymentStore, ctx: Context, fact: ProviderFact, state: PaymentState, causation_id: str | None
 ) -> FactOutcome:
-    state = store.load_state(payment_id, for_update=True)
-    invariant(state is not None, f"located payment {payment_id} must exist")
-    assert state is not None
+    payment_id = state.payment.payment_id
     if state.payment.provider != ctx.provider:
         # Located by the reference we gave a provider, but the payment lives at another one: a
         # fact of one provider never moves a payment of another (per-merchant providers).
@@ -126,12 +148,12 @@ def _apply_located(
             # The row is locked: no one else can have moved the version.
             invariant(store.save(state, new_state), f"version moved under a lock on {payment_id}")
             store.publish(payment_id, out, causation_id)
-            return FactOutcome("applied", payment_id, ",".join(e.event_type for e in out) or None)
+            return FactOutcome("applied", payment_id, ",".join(e.event_type for e in out) or None, new_state)
         case Unchanged(outcome=outcome, detail=detail):
-            return FactOutcome(outcome, payment_id, detail)
+            return FactOutcome(outcome, payment_id, detail, state)
         case Conflict(detail=detail):
             open_case(store, state, None, "provider_conflict", detail, causation_id)
-            return FactOutcome("conflict", payment_id, detail)
+            return FactOutcome("conflict", payment_id, detail, state)
         case _:
             assert_never(result)
 
@@ -144,7 +166,7 @@ def _apply_dispute(
     event = chargeback(state, fact, chargeback_id)
     if isinstance(event, Conflict):
         open_case(store, state, None, "chargeback_mismatch", event.detail, causation_id)
-        return FactOutcome("conflict", payment_id, event.detail)
+        return FactOutcome("conflict", payment_id, event.detail, state)
     inserted = store.insert_chargeback(
         chargeback_id=chargeback_id,
         payment_id=payment_id,
@@ -155,9 +177,10 @@ def _apply_dispute(
         reason=fact.reason,
     )
     if not inserted:
-        return FactOutcome("duplicate", payment_id, f"dispute {fact.provider_dispute_id} already recorded")
+        detail = f"dispute {fact.provider_dispute_id} already recorded"
+        return FactOutcome("duplicate", payment_id, detail, state)
     store.publish(payment_id, [event], causation_id)
-    return FactOutcome("applied", payment_id, event.event_type)
+    return FactOutcome("applied", payment_id, event.event_type, state)
 
 
 def open_case(

@@ -26,40 +26,35 @@ class NewEvent:
     created_s: int
 
 
+_INSERT_EVENT_SQL: Final = """
+WITH e AS (
+    INSERT INTO webhook_events (id, type, object_id, intent_id, reference, body, created_s)
+    VALUES (%(id)s, %(type)s, %(object_id)s, %(intent_id)s, %(reference)s, %(body)s, %(created_s)s)
+    RETURNING id
+)
+INSERT INTO webhook_deliveries (event_id, state, signing, signing_age_s, next_attempt_ms, lease_until_ms,
+    hold_group, created_s)
+SELECT e.id, %(state)s, %(signing)s, %(signing_age_s)s, %(next_attempt_ms)s, %(lease_until_ms)s,
+    %(hold_group)s, %(created_s)s
+FROM e, generate_series(1, %(copies)s)
+RETURNING id
+"""
+
+
 async def insert_event(
     conn: Conn, event: NewEvent, plan: DeliveryPlan, now_ms: int, lease_until_ms: int
 ) -> list[int]:
-    """The event and its delivery rows (one per copy); returns the delivery ids."""
-    await conn.execute(
-        "INSERT INTO webhook_events (id, type, object_id, intent_id, reference, body, created_s)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (
-            event.id,
-            event.type,
-            event.object_id,
-            event.intent_id,
-            event.reference,
-            event.body,
-            event.created_s,
-        ),
-    )
+    """The event and its delivery rows (one per copy), in one statement; returns the delivery ids."""
     state = "dropped" if plan.dropped else ("held" if plan.hold_group else "pending")
-    cur = await conn.execute(
-        "INSERT INTO webhook_deliveries (event_id, state, signing, signing_age_s, next_attempt_ms,"
-        " lease_until_ms, hold_group, created_s)"
-        " SELECT %s, %s, %s, %s, %s, %s, %s, %s FROM generate_series(1, %s) RETURNING id",
-        (
-            event.id,
-            state,
-            plan.signing,
-            plan.signing_age_s,
-            now_ms + plan.delay_ms,
-            lease_until_ms,
-            plan.hold_group,
-            event.created_s,
-            1 if plan.dropped else plan.copies,
-        ),
-    )
+    params = {
+        "id": event.id, "type": event.type, "object_id": event.object_id, "intent_id": event.intent_id,
+        "reference": event.reference, "body": event.body, "created_s": event.created_s, "state": state,
+        "signing": plan.signing, "signing_age_s": plan.signing_age_s,
+        "next_attempt_ms": now_ms + plan.delay_ms,
+        "lease_until_ms": lease_until_ms, "hold_group": plan.hold_group,
+        "copies": 1 if plan.dropped else plan.copies,
+    }  # fmt: skip
+    cur = await conn.execute(_INSERT_EVENT_SQL, params)
     return [int(row[0]) for row in await cur.fetchall()]
 
 
@@ -137,29 +132,30 @@ class AttemptRecord:
     now_s: int
 
 
+_RECORD_ATTEMPT_SQL: Final = """
+WITH d AS (
+    UPDATE webhook_deliveries SET attempts = %(attempt_no)s, state = %(state)s, next_attempt_ms = %(next_ms)s,
+        lease_until_ms = 0,
+        delivered_s = CASE WHEN %(state)s = 'delivered' THEN %(now_s)s ELSE delivered_s END,
+        last_error = %(error)s
+    WHERE id = %(id)s
+    RETURNING id
+)
+INSERT INTO webhook_attempts (delivery_id, attempt_no, url, started_ms, duration_ms, status_code, error)
+SELECT d.id, %(attempt_no)s, %(url)s, %(started_ms)s, %(duration_ms)s, %(status_code)s, %(error)s FROM d
+ON CONFLICT DO NOTHING
+"""
+
+
 async def record_attempt(conn: Conn, a: AttemptRecord) -> None:
-    await conn.execute(
-        "INSERT INTO webhook_attempts"
-        " (delivery_id, attempt_no, url, started_ms, duration_ms, status_code, error)"
-        " SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = %s)"
-        " ON CONFLICT DO NOTHING",  # the row is gone only after a control reset during the attempt
-        (
-            a.delivery_id,
-            a.attempt_no,
-            a.url,
-            a.started_ms,
-            a.duration_ms,
-            a.status_code,
-            a.error,
-            a.delivery_id,
-        ),
-    )
-    await conn.execute(
-        "UPDATE webhook_deliveries SET attempts = %s, state = %s, next_attempt_ms = %s, lease_until_ms = 0,"
-        " delivered_s = CASE WHEN %s = 'delivered' THEN %s ELSE delivered_s END, last_error = %s"
-        " WHERE id = %s",
-        (a.attempt_no, a.next_state, a.next_attempt_ms, a.next_state, a.now_s, a.error, a.delivery_id),
-    )
+    """The attempt and the delivery's next state, in one statement (atomic without a transaction).
+    The delivery row is gone only after a control reset during the attempt: then nothing is written."""
+    params = {
+        "id": a.delivery_id, "attempt_no": a.attempt_no, "url": a.url, "started_ms": a.started_ms,
+        "duration_ms": a.duration_ms, "status_code": a.status_code, "error": a.error, "state": a.next_state,
+        "next_ms": a.next_attempt_ms, "now_s": a.now_s,
+    }  # fmt: skip
+    await conn.execute(_RECORD_ATTEMPT_SQL, params)
 
 
 async def list_deliveries(conn: Conn, filters: dict[str, str], limit: int) -> list[dict[str, Any]]:
