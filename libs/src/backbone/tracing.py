@@ -2,9 +2,13 @@
 
 What this module owns:
 - the process's tracer provider (``configure_tracing``, called by ``backbone.logs.configure_logging``,
-  so every process that logs also traces). Spans are always made (the logs need their ids); they are
-  exported only when asked: OTLP over HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set, JSON lines to
-  a file when ``TRACING_FILE`` is set (tests, the demo); otherwise nowhere, at no cost beyond the ids;
+  so every process that logs also traces). Spans always have ids (the logs and the W3C context carry
+  them); they are exported only when asked: OTLP over HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is
+  set, JSON lines to a file when ``TRACING_FILE`` is set (tests, the demo). Spans are *recorded*
+  (attributes, events, end time) only while something exports them (``RecordWhileExported``): with no
+  exporter a span is its ids only, since recording it cost ~10 % of the product's Python CPU per
+  deposit for nothing (docs/operations/cost-per-deposit.md). A process that exports records every
+  span whatever its parent's sampled flag, so a caller that does not export never hides a callee's;
 - W3C trace context in and out (``inject`` / ``extract``): ``traceparent`` and ``tracestate`` on HTTP
   requests and on Kafka headers (through the outbox's ``headers`` column, which the relay copies);
 - the payment a piece of work is for (``bind_payment``), which every log line carries as ``payment_id``;
@@ -40,10 +44,12 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
     SpanExportResult,
 )
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler, SamplingResult
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from backbone.carddata import find_card_number
+from backbone.invariants import invariant
 
 TRACE_HEADERS: Final = ("traceparent", "tracestate")
 KNOWN_PAYMENTS_MAX: Final = 10_000  # payment -> trace entries a process keeps for its workers
@@ -104,6 +110,31 @@ def span_record(span: ReadableSpan) -> dict[str, Any]:
     }
 
 
+class RecordWhileExported(Sampler):
+    """Records and samples every span once something exports spans (``add_span_processor``), parent's
+    flag or not; until then drops every span, which keeps its ids (a non-recording span)."""
+
+    def __init__(self) -> None:
+        self.exporting = False
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        return (ALWAYS_ON if self.exporting else ALWAYS_OFF).should_sample(*args, **kwargs)
+
+    def get_description(self) -> str:
+        return f"RecordWhileExported{{{self.exporting}}}"
+
+
+_sampler: Final = RecordWhileExported()
+
+
+def add_span_processor(processor: Any) -> None:
+    """Export this process's spans through ``processor`` too, and record spans from now on."""
+    invariant(_provider is not None, "configure_tracing first")
+    assert _provider is not None
+    _provider.add_span_processor(processor)
+    _sampler.exporting = True
+
+
 def configure_tracing(service: str, environ: Mapping[str, str] | None = None) -> None:
     """Install the process's tracer provider once (later calls keep the first): exporters from the
     environment (see the module docstring)."""
@@ -111,7 +142,9 @@ def configure_tracing(service: str, environ: Mapping[str, str] | None = None) ->
     if _provider is not None:
         return
     env = os.environ if environ is None else environ
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    provider = TracerProvider(resource=Resource.create({"service.name": service}), sampler=_sampler)
+    trace.set_tracer_provider(provider)
+    _provider = provider
     if env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415 - only when used
             OTLPSpanExporter,
@@ -119,13 +152,11 @@ def configure_tracing(service: str, environ: Mapping[str, str] | None = None) ->
 
         # Batched and in the background: the hot path only queues the span (bounded queue, drops
         # when full rather than slowing the work down).
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     path = env.get("TRACING_FILE")
     if path:
         # Synchronous, so a process killed by a test has written every span it finished.
-        provider.add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(path)))
-    trace.set_tracer_provider(provider)
-    _provider = provider
+        add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(path)))
     atexit.register(provider.shutdown)  # flushes the batch exporter on a clean exit (SIGTERM)
 
 
