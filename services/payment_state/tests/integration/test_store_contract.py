@@ -365,6 +365,30 @@ def test_the_bookkeeping_counts_calls_and_lookups_and_marks_unknown(h: StoreHarn
     assert h.op(resolved).status == OperationStatus.SUCCEEDED
 
 
+def test_a_claimed_batch_is_read_and_its_calls_started_together(h: StoreHarness) -> None:
+    """``load_states`` reads several payments as ``load_state`` reads each (a missing one is absent,
+    a repeated id read once); ``start_calls`` marks in flight and counts only the operations still
+    open and claimed by the caller, each once, and says which."""
+    mine, theirs, resolved = h.create(), h.create(), h.authorized(h.create())
+    mine_id, theirs_id = mine.payment.payment_id, theirs.payment.payment_id
+    with h.transaction() as store:
+        states = store.load_states([mine_id, theirs_id, mine_id, "pay_none"])
+        assert states == {mine_id: store.load_state(mine_id), theirs_id: store.load_state(theirs_id)}
+        assert store.load_states([]) == {}
+    h.claim("w1")
+    op_mine, op_theirs = mine.operations[0].operation_id, theirs.operations[0].operation_id
+    op_resolved = resolved.operations[0].operation_id
+    with h.transaction() as store:
+        store.release(op_theirs, "w1", 0)
+    h.claim("w2")  # takes theirs only: mine is still w1's
+    with h.transaction() as store:
+        started = store.start_calls([op_mine, op_mine, op_theirs, op_resolved, "op_none"], "w1")
+        assert started == {op_mine}
+        assert store.start_calls([], "w1") == set()
+    assert (h.op(mine).attempts, h.op(mine).call_in_flight) == (1, True)
+    assert (h.op(theirs).attempts, h.op(theirs).call_in_flight) == (0, False)
+
+
 def test_old_keys_are_pruned_in_bounded_batches(h: StoreHarness) -> None:
     """Keys older than the retention go, at most ``batch_max`` per call; newer keys and the
     payments stay."""

@@ -5,6 +5,7 @@ clock."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from backbone.invariants import invariant
@@ -43,6 +44,9 @@ class InMemoryOperationClaims:
             return False
         row.op = replace(row.op, call_in_flight=True, attempts=row.op.attempts + 1)
         return True
+
+    def start_calls(self, operation_ids: Sequence[str], worker: str) -> set[str]:
+        return {op_id for op_id in dict.fromkeys(operation_ids) if self.start_call(op_id, worker)}
 
     def count_lookup(self, operation_id: str, worker: str) -> bool:
         row = self._claimed(operation_id, worker)

@@ -108,6 +108,10 @@ class InMemoryPaymentStore(InMemoryOperationClaims, InMemoryRepairs, InMemoryPay
         )
         return PaymentState(found, tuple(r.op for r in rows))
 
+    def load_states(self, payment_ids: Sequence[str]) -> dict[str, PaymentState]:
+        states = {payment_id: self.load_state(payment_id) for payment_id in set(payment_ids)}
+        return {payment_id: state for payment_id, state in states.items() if state is not None}
+
     def create_with_key(
         self, key: str, digest: str, state: PaymentState, status: int, body: dict[str, Any]
     ) -> CreateOutcome:

@@ -45,6 +45,13 @@ LOAD_STATE: Final = (
     " WHERE p.payment_id = %s AND (%s::text IS NULL OR p.merchant_id = %s)"
     " ORDER BY o.created_at, o.operation_id"
 )  # fmt: skip
+# Several payments and their operations in one round trip (a claimed batch's), grouped by payment.
+LOAD_STATES: Final = (
+    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
+    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
+    " WHERE p.payment_id = ANY(%s)"
+    " ORDER BY p.payment_id, o.created_at, o.operation_id"
+)  # fmt: skip
 # The same, locked, for the payment the provider knows by its id (a webhook's fact): located and
 # loaded in one round trip; (provider, provider_payment_id) is unique.
 LOCK_BY_PROVIDER_PAYMENT: Final = (
@@ -87,6 +94,15 @@ def state_from_rows(rows: list[tuple[Any, ...]]) -> PaymentState | None:
     found = payment(rows[0][:split])
     ops = tuple(operation(row[split:]) for row in rows if row[split] is not None)
     return PaymentState(found, ops)
+
+
+def states_from_rows(rows: list[tuple[Any, ...]]) -> dict[str, PaymentState]:
+    """Rows of ``LOAD_STATES`` (ordered by payment) to each payment's state, by payment id."""
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        grouped.setdefault(str(row[0]), []).append(row)
+    states = {payment_id: state_from_rows(group) for payment_id, group in grouped.items()}
+    return {payment_id: state for payment_id, state in states.items() if state is not None}
 
 
 async def load_state_async(

@@ -14,6 +14,7 @@ attempt's time, and the open-operation figures (``PgPaymentStore``'s part of ``P
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import psycopg
@@ -68,6 +69,17 @@ class PgOperationClaims:
                 (operation_id, worker),
             ).rowcount
         )
+
+    def start_calls(self, operation_ids: Sequence[str], worker: str) -> set[str]:
+        if not operation_ids:
+            return set()
+        rows = self._conn.execute(
+            "UPDATE payment_operations SET call_in_flight = true, attempts = attempts + 1,"
+            " updated_at = now() WHERE operation_id = ANY(%s) AND claimed_by = %s"
+            " AND status IN ('PENDING', 'UNKNOWN') RETURNING operation_id",
+            (list(operation_ids), worker),
+        ).fetchall()
+        return {str(r[0]) for r in rows}
 
     def count_lookup(self, operation_id: str, worker: str) -> bool:
         return bool(

@@ -29,7 +29,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from payment_state.adapters import pg_reads
-from payment_state.adapters.pg_reads import LOAD_STATE, LOCK_BY_PROVIDER_PAYMENT, PAYMENT_FIELDS
+from payment_state.adapters.pg_reads import LOAD_STATE, LOAD_STATES, LOCK_BY_PROVIDER_PAYMENT, PAYMENT_FIELDS
 from payment_state.adapters.postgres_claims import PgOperationClaims
 from payment_state.adapters.postgres_payouts import PgPayouts
 from payment_state.adapters.postgres_repairs import PgRepairs
@@ -105,6 +105,12 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
         sql = LOAD_STATE + (" FOR UPDATE OF p" if for_update else "")
         rows = self._conn.execute(sql, (payment_id, merchant_id, merchant_id)).fetchall()
         return pg_reads.state_from_rows(rows)
+
+    def load_states(self, payment_ids: Sequence[str]) -> dict[str, PaymentState]:
+        if not payment_ids:
+            return {}
+        rows = self._conn.execute(LOAD_STATES, (list(set(payment_ids)),)).fetchall()
+        return pg_reads.states_from_rows(rows)
 
     def create_with_key(
         self, key: str, digest: str, state: PaymentState, status: int, body: dict[str, Any]

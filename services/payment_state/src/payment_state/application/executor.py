@@ -146,7 +146,7 @@ class OperationExecutor:
         The mark is committed before any call is made, as ``_call`` does on its own."""
         with self._transaction() as store:
             claimed = store.claim_due(self._c.worker_id, self._c.batch_size_max, self._c.lease_ms)
-            work = [self._prepare(store, op) for op in claimed]
+            work = self._prepare(store, claimed)
         if work:
             for _ in self._threads.map(self._process_safely, work):
                 pass
@@ -161,25 +161,36 @@ class OperationExecutor:
 
     # -- one operation ---------------------------------------------------------------------------
 
-    def _prepare(self, store: PaymentStore, claimed: Operation) -> Operation | _Started:
-        """In the claim's transaction: an operation to be sent now, with its payment read and the
-        call marked in flight (``_Started``); any other stays as claimed, for ``process``. A defect
-        in one operation (its call cannot be built) leaves it to ``process`` too, where it is logged
-        and its claim expires; it never rolls back the batch's claim."""
-        if not isinstance(plan(claimed), Call) or self._psps.get(claimed.provider) is None:
-            return claimed
+    def _prepare(self, store: PaymentStore, claimed: list[Operation]) -> list[Operation | _Started]:
+        """In the claim's transaction: each operation to be sent now, with its payment read and the
+        call marked in flight (``_Started``); any other stays as claimed, for ``process``. The batch's
+        payments are read in one statement and its calls marked in another. A defect in one operation
+        (its call cannot be built) leaves it to ``process`` too, where it is logged and its claim
+        expires; it never rolls back the batch's claim."""
+        to_call = [
+            op for op in claimed if isinstance(plan(op), Call) and self._psps.get(op.provider) is not None
+        ]
+        states = store.load_states([op.payment_id for op in to_call]) if to_call else {}
+        ready: dict[str, _Started] = {}
+        for claimed_op in to_call:
+            started = self._started(states.get(claimed_op.payment_id), claimed_op)
+            if started is not None:
+                ready[claimed_op.operation_id] = started
+        marked = store.start_calls(list(ready), self._c.worker_id) if ready else set()
+        return [ready[op.operation_id] if op.operation_id in marked else op for op in claimed]
+
+    @staticmethod
+    def _started(state: PaymentState | None, claimed: Operation) -> _Started | None:
+        """The call ``claimed`` stands for, if it is still to be sent now; None otherwise."""
         try:
-            state = store.load_state(claimed.payment_id)
             op = None if state is None else state.operation(claimed.operation_id)
             call = None if state is None or op is None else build_call(state, op)
         except Exception as exc:
             if is_infrastructure_error(exc):
                 raise
-            return claimed
+            return None
         if state is None or op is None or call is None or not isinstance(plan(op), Call):
-            return claimed
-        if not store.start_call(op.operation_id, self._c.worker_id):
-            return claimed
+            return None
         return _Started(state, op, call)
 
     def _process_safely(self, work: Operation | _Started) -> None:

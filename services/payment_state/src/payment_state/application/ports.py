@@ -240,6 +240,11 @@ class PaymentStore(Protocol):
         merchant's payment does not exist for the caller); ``for_update`` locks the payment."""
         ...
 
+    def load_states(self, payment_ids: Sequence[str]) -> dict[str, PaymentState]:
+        """``load_state`` of several payments in one read (a claimed batch's), by payment id; a
+        payment that does not exist is absent."""
+        ...
+
     def create_with_key(
         self, key: str, digest: str, state: PaymentState, status: int, body: dict[str, Any]
     ) -> CreateOutcome:
@@ -339,6 +344,11 @@ class PaymentStore(Protocol):
     def start_call(self, operation_id: str, worker: str) -> bool:
         """Mark the call as in flight and count it (commit before calling); False if the claim was
         lost."""
+        ...
+
+    def start_calls(self, operation_ids: Sequence[str], worker: str) -> set[str]:
+        """``start_call`` for several operations in one write (a claimed batch's); the ids whose
+        call it marked (the others' claim was lost, or they are no longer open)."""
         ...
 
     def count_lookup(self, operation_id: str, worker: str) -> bool:
