@@ -87,6 +87,14 @@ class PgCreditClaims:
             ),
         )
 
+    def transitions_of(self, credit_id: int) -> list[tuple[str | None, str]]:
+        """A row's status changes, oldest first (``adapters.memory_store`` has the same read)."""
+        rows = self._conn.execute(
+            "SELECT from_status, to_status FROM mt5_credit_transitions WHERE credit_id = %s ORDER BY id",
+            (credit_id,),
+        ).fetchall()
+        return [(None if r[0] is None else str(r[0]), str(r[1])) for r in rows]
+
     def transition(
         self, credit_id: int, from_status: CreditStatus | None, to: CreditStatus, reason: str
     ) -> None:
@@ -122,7 +130,8 @@ class PgCreditClaims:
         )
 
     def claim(self, limit: int, lease_ms: int) -> list[CreditRow]:
-        """Claim up to ``limit`` pending rows with one atomic UPDATE; only returned rows may call MT5.
+        """Claim up to ``limit`` pending rows with one atomic statement (the update and its transition
+        rows: no explicit transaction needed); only returned rows may call MT5.
 
         A debit waits until the credit it reverses is done (there is nothing to take back before).
         The rows are picked in a MATERIALIZED CTE: as ``WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP
@@ -136,20 +145,22 @@ class PgCreditClaims:
                     AND (p.kind = 'credit' OR p.original_credit_id IS NULL
                          OR EXISTS (SELECT 1 FROM mt5_credits o
                          WHERE o.id = p.original_credit_id AND o.status = 'done'))
-                  ORDER BY p.id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-                UPDATE mt5_credits c SET status = 'claimed', claimed_at = now(),
-                  first_claimed_at = COALESCE(c.first_claimed_at, now()),
-                  lease_expires_at = now() + make_interval(secs => %(lease_ms)s / 1000.0),
-                  claim_token = gen_random_uuid(), attempts = c.attempts + 1, updated_at = now()
-                FROM picked WHERE c.id = picked.id AND c.status = 'pending'
-                RETURNING {_COLUMNS}""",
+                  ORDER BY p.id LIMIT %(limit)s FOR UPDATE SKIP LOCKED),
+                moved AS (
+                  UPDATE mt5_credits c SET status = 'claimed', claimed_at = now(),
+                    first_claimed_at = COALESCE(c.first_claimed_at, now()),
+                    lease_expires_at = now() + make_interval(secs => %(lease_ms)s / 1000.0),
+                    claim_token = gen_random_uuid(), attempts = c.attempts + 1, updated_at = now()
+                  FROM picked WHERE c.id = picked.id AND c.status = 'pending'
+                  RETURNING {_COLUMNS}),
+                logged AS (
+                  INSERT INTO mt5_credit_transitions (credit_id, from_status, to_status, reason)
+                  SELECT id, 'pending', 'claimed', 'claim #' || attempts FROM moved)
+                SELECT * FROM moved""",
             {"lease_ms": lease_ms, "limit": limit},
         )
         rows.sort(key=lambda r: r.id)  # oldest first (RETURNING keeps no order)
         tracing.recall(self._conn, [r.payment_id for r in rows])  # each MT5 call joins its deposit's trace
-        self.transitions(
-            [(r.id, CreditStatus.PENDING, CreditStatus.CLAIMED, f"claim #{r.attempts}") for r in rows]
-        )
         return rows
 
     def arm(self, row: CreditRow, lease_ms: int) -> CreditRow | None:

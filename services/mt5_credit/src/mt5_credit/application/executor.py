@@ -61,16 +61,18 @@ class Executor:
         self._config = config
         self._progress = progress  # called before each row's call: a batch of slow calls is not a stuck lane
 
-    def run_once(self) -> int:
-        """Expire old leases, claim a batch, execute it. Returns how many rows were claimed."""
-        expired = self._store.expire_leases(self._config.batch_size_max)  # one statement
-        for row in expired:
-            metrics.LEASES_EXPIRED.inc()
-            log.warning("lease_expired", credit_id=row.id, attempts=row.attempts)
+    def run_once(self, *, expire_leases: bool = True) -> int:
+        """Expire old leases (unless told not to this pass), claim a batch, execute it. Returns how
+        many rows were claimed. The claim is one atomic statement and the accounts are read after
+        it, outside any transaction: the re-check reads them only as a cache (``PRECHECK_FRESH_S``)."""
+        if expire_leases:
+            expired = self._store.expire_leases(self._config.batch_size_max)  # one statement
+            for row in expired:
+                metrics.LEASES_EXPIRED.inc()
+                log.warning("lease_expired", credit_id=row.id, attempts=row.attempts)
         claimed_mono = time.monotonic()  # before the claim: local elapsed time never underestimates
-        with self._store.transaction():
-            claimed = self._store.claim(self._config.batch_size_max, self._config.lease_ms)
-            accounts = self._store.load_accounts([r.mt5_login for r in claimed]) if claimed else {}
+        claimed = self._store.claim(self._config.batch_size_max, self._config.lease_ms)
+        accounts = self._store.load_accounts([r.mt5_login for r in claimed]) if claimed else {}
         for row in claimed:
             self._progress()
             # In the payment's stored trace: the MT5 call's span is the deposit's (ADR 0012).

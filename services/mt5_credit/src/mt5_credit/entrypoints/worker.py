@@ -2,7 +2,8 @@
 
 Between passes with nothing to do a lane waits on its own listening connection: a new pending row
 wakes it at once (the NOTIFY of migrations 0001 and 0005), and CREDIT_POLL_INTERVAL_MS bounds the
-wait for what no insert announces (a lease running out, an unknown row due for its lookup).
+wait for what no insert announces (a lease running out, an unknown row due for its lookup); under
+load those two recovery steps run once per CREDIT_POLL_INTERVAL_MS, not on every pass.
 """
 
 from __future__ import annotations
@@ -126,11 +127,20 @@ class Worker:
         resolver = Resolver(
             store, mt5, self._timing, self._settings.batch_size_max, progress=lambda: self._beat(lane)
         )
-        next_gauges = 0.0
+        next_gauges = next_recovery = 0.0
+        recovery_interval_s = self._settings.poll_interval_ms / 1000
         while not self._stopping.is_set():
             for _ in listen.notifies(timeout=0):  # drain: the pass below sees what they announced
                 pass
-            worked = executor.run_once() + resolver.run_once()
+            # Lease expiry and due lookups are recovery: under load they run once per poll interval,
+            # not on every pass (two statements a pass, most of them finding nothing); a pass that
+            # resolved something runs them again at once.
+            recover = time.monotonic() >= next_recovery
+            worked = executor.run_once(expire_leases=recover)
+            resolved = resolver.run_once() if recover else 0
+            worked += resolved
+            if recover and resolved == 0:
+                next_recovery = time.monotonic() + recovery_interval_s
             self._beat(lane)
             self._database.ok()
             if lane == 0 and time.monotonic() >= next_gauges:
