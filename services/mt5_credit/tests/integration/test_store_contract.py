@@ -72,10 +72,10 @@ def test_a_claim_takes_pending_rows_once_under_a_new_token_and_lease(h: Harness)
     """Oldest first, up to the limit, each claimed once with its own token, its transition logged by
     the same claim; nothing left, nothing."""
     ids = [_row(h, _intent(h)) for _ in range(3)]
-    before = h.store.transitions_of(ids[0])
+    before = {i: h.store.transitions_of(i) for i in ids}
     first = h.store.claim(2, 60_000)
-    assert h.store.transitions_of(ids[0]) == [*before, ("pending", "claimed")]
-    assert h.store.transitions_of(ids[2]) == before
+    assert h.store.transitions_of(ids[0]) == [*before[ids[0]], ("pending", "claimed")]
+    assert h.store.transitions_of(ids[2]) == before[ids[2]]  # not claimed: nothing logged
     assert [r.id for r in first] == ids[:2]
     assert all(r.status is CreditStatus.CLAIMED and r.attempts == 1 and r.claim_token for r in first)
     assert first[0].claim_token != first[1].claim_token

@@ -72,21 +72,6 @@ class PgCreditClaims:
             cur.execute(query, params)
             return [credit_row(r) for r in cur.fetchall()]
 
-    def transitions(self, moves: list[tuple[int, CreditStatus | None, CreditStatus, str]]) -> None:
-        """Record several status changes in one statement (a claimed batch, expired leases)."""
-        if not moves:
-            return
-        self._conn.execute(
-            """INSERT INTO mt5_credit_transitions (credit_id, from_status, to_status, reason)
-               SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])""",
-            (
-                [m[0] for m in moves],
-                [None if m[1] is None else m[1].value for m in moves],
-                [m[2].value for m in moves],
-                [m[3][:500] for m in moves],
-            ),
-        )
-
     def transitions_of(self, credit_id: int) -> list[tuple[str | None, str]]:
         """A row's status changes, oldest first (``adapters.memory_store`` has the same read)."""
         rows = self._conn.execute(

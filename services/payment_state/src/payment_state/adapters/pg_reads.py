@@ -37,38 +37,34 @@ OPERATION_FIELDS: Final = (
 OPERATION_COLUMNS: Final = (
     ", ".join(f"o.{c}" for c in OPERATION_FIELDS) + ", (extract(epoch FROM o.created_at) * 1000)::bigint"
 )
-# The payment and its operations in one round trip (a LEFT JOIN: a payment always has at least its
-# authorize operation, but the join does not rely on it).
+# A payment and its operations, one row per operation (a LEFT JOIN: a payment always has at least its
+# authorize operation, but the join does not rely on it); each query below only says which payments.
+_STATE_ROWS: Final = (
+    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
+    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
+)  # fmt: skip
+# One payment, in one round trip.
 LOAD_STATE: Final = (
-    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
-    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
-    " WHERE p.payment_id = %s AND (%s::text IS NULL OR p.merchant_id = %s)"
+    _STATE_ROWS + " WHERE p.payment_id = %s AND (%s::text IS NULL OR p.merchant_id = %s)"
     " ORDER BY o.created_at, o.operation_id"
-)  # fmt: skip
-# Several payments and their operations in one round trip (a claimed batch's), grouped by payment.
+)
+# Several payments in one round trip (a claimed batch's), grouped by payment.
 LOAD_STATES: Final = (
-    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
-    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
-    " WHERE p.payment_id = ANY(%s)"
-    " ORDER BY p.payment_id, o.created_at, o.operation_id"
-)  # fmt: skip
-# The same, locked, for the payment the provider knows by its id (a webhook's fact): located and
-# loaded in one round trip; (provider, provider_payment_id) is unique.
+    _STATE_ROWS + " WHERE p.payment_id = ANY(%s) ORDER BY p.payment_id, o.created_at, o.operation_id"
+)
+# The payment the provider knows by its id (a webhook's fact), locked: located and loaded in one round
+# trip; (provider, provider_payment_id) is unique.
 LOCK_BY_PROVIDER_PAYMENT: Final = (
-    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
-    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
-    " WHERE p.provider = %s AND p.provider_payment_id = %s"
+    _STATE_ROWS + " WHERE p.provider = %s AND p.provider_payment_id = %s"
     " ORDER BY o.created_at, o.operation_id FOR UPDATE OF p"
-)  # fmt: skip
+)
 # The payments of one PSP reference (the provider's payment intent id, ``pi_…``) under one merchant:
 # unique per (provider, provider_payment_id), so at most one per provider; the providers are named
 # so the unique index (provider, provider_payment_id) answers it.
 FIND_BY_PROVIDER_PAYMENT: Final = (
-    "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
-    + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
-    " WHERE p.provider = ANY(%s) AND p.provider_payment_id = %s AND p.merchant_id = %s"
+    _STATE_ROWS + " WHERE p.provider = ANY(%s) AND p.provider_payment_id = %s AND p.merchant_id = %s"
     " ORDER BY p.payment_id, o.created_at, o.operation_id"
-)  # fmt: skip
+)
 
 
 def payment(row: tuple[Any, ...]) -> Payment:
