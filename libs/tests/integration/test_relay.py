@@ -104,6 +104,27 @@ def test_relay_wakes_on_commit_not_on_the_fallback_poll(probe_service: Probe) ->
     assert len(records) == 1
 
 
+def test_relay_publishes_a_backlog_batch_after_batch_without_waiting_for_a_wake(probe_service: Probe) -> None:
+    """A backlog larger than one batch (95 rows, batches of 10) is published without pausing: each
+    batch's mark also claims the next batch, and the relay waits for a wake (here a 60 s fallback
+    poll) only when that claim is empty. Every row reaches Kafka once, in order, and is marked; a row
+    committed after the backlog still wakes the relay."""
+    relay = probe_service.start("relay", OUTBOX_POLL_INTERVAL_MS="60000", OUTBOX_BATCH_SIZE_MAX="10")
+    relay.wait_for_log("relay.leader")
+    probe_service.write(95, keys=5, batch_size=95)
+    wait_until(lambda: unpublished(probe_service) == 0, 20, "the backlog published without a fallback poll")
+    probe_service.write(1, keys=1, seq_start=96)
+    wait_until(lambda: unpublished(probe_service) == 0, 10, "the next row published on its NOTIFY")
+    records = test_kafka.read_topic(
+        probe_service.stack.kafka_bootstrap, probe_service.topic, expect_at_least=96, timeout_s=10
+    )
+    assert len(records) == 96  # no duplicates: every batch marked before the next one was read
+    by_key = seq_by_key(records)
+    assert sum(len(seqs) for seqs in by_key.values()) == 96
+    for key, seqs in by_key.items():
+        assert seqs == sorted(seqs), f"{key} out of order"
+
+
 def test_relay_survives_losing_its_database_connection(probe_service: Probe) -> None:
     """The relay's connection is terminated by the server mid-run: it drops leadership,
     reconnects, takes the lock again and publishes everything, losing nothing."""

@@ -13,6 +13,9 @@ How it keeps its promises:
 - *Kafka down*: delivery reports fail after ``delivery_timeout_ms``; rows stay unpublished and
   the relay backs off exponentially (capped), then catches up.
 - *Wakes on commit*: LISTEN ``backbone_outbox`` (NOTIFY fires at commit), with a fallback poll.
+- *One round trip between batches*: a batch's delivered rows are marked and the next batch is
+  claimed in one statement (``_MARK_AND_CLAIM``); the relay waits for a wake only when that claim
+  comes back empty.
 - Old published rows are pruned in bounded batches.
 
 Order: one relay, rows in id order, an idempotent producer (librdkafka's retries never reorder or
@@ -60,6 +63,18 @@ from backbone.settings import Secret, load_settings_or_exit, setting
 RELAY_LOCK: Final = (0x6F757462, 1)
 NOTIFY_CHANNEL: Final = "backbone_outbox"
 _DELIVERY_WAIT_MARGIN_S: Final = 5.0
+_CLAIM: Final = (
+    "SELECT id, topic, message_key, payload, headers FROM outbox"
+    " WHERE published_at IS NULL ORDER BY id LIMIT %(limit)s"
+)
+# The UPDATE runs even though nothing reads it (PostgreSQL runs every data-modifying WITH once); the
+# SELECT sees the snapshot from before it, so it leaves out the rows it marks by id.
+_MARK_AND_CLAIM: Final = (
+    "WITH marked AS (UPDATE outbox SET published_at = now()"
+    " WHERE id = ANY(%(delivered)s) AND published_at IS NULL)"
+    " SELECT id, topic, message_key, payload, headers FROM outbox"
+    " WHERE published_at IS NULL AND id <> ALL(%(delivered)s) ORDER BY id LIMIT %(limit)s"
+)
 log = get_logger(__name__)
 
 
@@ -100,6 +115,8 @@ class OutboxRelay:
         self._backoff = Backoff(settings.backoff_initial_ms, settings.backoff_max_ms)
         self._last_prune = 0.0
         self._last_sample = 0.0
+        # The next batch, when marking the last one claimed it (None: claim it on the next pass).
+        self._claimed: list[tuple[Any, ...]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -130,10 +147,10 @@ class OutboxRelay:
         if not self._leader and not self._try_become_leader(conn):
             self._sleep(self._s.standby_retry_ms / 1000)
             return
-        published = self._relay_once(conn)
+        busy = self._relay_once(conn)
         self._maybe_prune(conn)
         self._maybe_sample_backlog(conn)
-        if published == 0:
+        if not busy:
             self._wait_for_wake(conn)
 
     def _shutdown(self) -> None:
@@ -156,6 +173,7 @@ class OutboxRelay:
         if self._leader:
             log.warning("relay.leadership_lost", service=self._s.service_name)
         self._leader = False
+        self._claimed = None  # claimed under the lost connection's leadership: claim again
         OUTBOX_RELAY_LEADER.labels(self._s.service_name).set(0)
         if self._conn is not None:
             try:
@@ -176,39 +194,45 @@ class OutboxRelay:
             log.info("relay.leader", service=self._s.service_name)
         return self._leader
 
-    def _relay_once(self, conn: psycopg.Connection) -> int:
-        """Claim the oldest unpublished rows, publish them, mark the delivered ones."""
-        self._drain_notifications(conn)  # the query below sees every row they announced
-        # Binary results: payloads arrive as raw bytes instead of hex text to decode.
-        rows = (
-            conn.cursor(binary=True)
-            .execute(
-                "SELECT id, topic, message_key, payload, headers FROM outbox"
-                " WHERE published_at IS NULL ORDER BY id LIMIT %s",
-                (self._s.batch_size_max,),
-            )
-            .fetchall()
-        )
+    def _relay_once(self, conn: psycopg.Connection) -> bool:
+        """Publish the oldest unpublished rows and mark the delivered ones; True when more may be
+        waiting (go on at once), False when the relay should wait for a wake."""
+        rows, self._claimed = self._claimed or self._claim(conn), None
         if not rows:
-            return 0
+            return False
         OUTBOX_BATCH_ROWS.labels(self._s.service_name).observe(len(rows))
         delivered, failed = self._publish(rows)
         failpoints.hit("relay.after_delivery")
         if delivered:
-            conn.execute(
-                "UPDATE outbox SET published_at = now() WHERE id = ANY(%s) AND published_at IS NULL",
-                (delivered,),
-            )
             OUTBOX_PUBLISHED.labels(self._s.service_name).inc(len(delivered))
         if failed:
+            if delivered:
+                conn.execute(
+                    "UPDATE outbox SET published_at = now() WHERE id = ANY(%s) AND published_at IS NULL",
+                    (delivered,),
+                )
             OUTBOX_PUBLISH_FAILURES.labels(self._s.service_name).inc(failed)
             delay_s = self._backoff.next_delay_s()
             self._kafka.failed(f"{failed} of {len(rows)} deliveries failed")
             self._sleep(delay_s)
-        else:
-            self._kafka.ok()
-            self._backoff.reset()
-        return len(delivered)
+            return bool(delivered)
+        self._kafka.ok()
+        self._backoff.reset()
+        self._drain_notifications(conn)  # the claim below sees every row they announced
+        claimed = self._fetch(
+            conn, _MARK_AND_CLAIM, {"delivered": delivered, "limit": self._s.batch_size_max}
+        )
+        self._claimed = claimed or None
+        return bool(claimed)
+
+    def _claim(self, conn: psycopg.Connection) -> list[tuple[Any, ...]]:
+        self._drain_notifications(conn)  # the query below sees every row they announced
+        return self._fetch(conn, _CLAIM, {"limit": self._s.batch_size_max})
+
+    @staticmethod
+    def _fetch(conn: psycopg.Connection, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        # Binary results: payloads arrive as raw bytes instead of hex text to decode.
+        return conn.cursor(binary=True).execute(sql, params).fetchall()
 
     def _maybe_prune(self, conn: psycopg.Connection) -> None:
         now = time.monotonic()
