@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
+from backbone import tracing
 from backbone.testing.stack import Stack
 from payment_state.application.context import Context
 from payment_state.application.handlers import handle
@@ -159,15 +160,18 @@ def test_through_the_handlers_the_same_key_replays_and_another_body_conflicts(h:
 
 def test_a_save_is_conditional_on_the_version_it_read(h: StoreHarness) -> None:
     """``after`` is written only over ``before``'s version: a second decision on the same (now
-    stale) version is refused and overwrites nothing; a new operation is inserted, a changed one
-    takes the domain's fields and keeps the executor's bookkeeping (attempts)."""
+    stale) version is refused and overwrites nothing, neither the payment nor its operations (a
+    changed one or a new one); a new operation is inserted, a changed one takes the domain's fields
+    and keeps the executor's bookkeeping (attempts)."""
     created = h.create()
     (authorize,) = created.operations
     h.claim("w1")
     with h.transaction() as store:
         assert store.start_call(authorize.operation_id, "w1")
     authorized = h.authorized(created)
-    stale = PaymentState(replace(created.payment, status=PaymentStatus.FAILED, version=2), created.operations)
+    failed_op = replace(authorize, status=OperationStatus.FAILED, failure_code="stale")
+    stray = Operation("op_stray", created.payment.payment_id, OperationType.CAPTURE, 1, "EUR", "simpsp")
+    stale = PaymentState(replace(created.payment, status=PaymentStatus.FAILED, version=2), (failed_op, stray))
     with h.transaction() as store:
         assert not store.save(created, stale)
         current = store.load_state(created.payment.payment_id)
@@ -630,3 +634,23 @@ def test_open_payout_operations_count_pending_and_unknown(h: StoreHarness) -> No
         after = store.open_payout_operations()
     assert (after.pending - before.pending, after.unknown - before.unknown) == (1, 1)
     assert after.oldest_unknown_s >= 0.1
+
+
+def test_on_postgresql_a_save_that_learns_the_psp_id_files_the_trace_under_it_too(stack: Stack) -> None:
+    """PostgreSQL only (the twin keeps no traces): the save that first records the PSP's payment id
+    also stores the payment's trace under that id (its webhooks are keyed by it), in the save's own
+    statement; a refused (stale) save files nothing."""
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    with postgres_harness(stack.pg_admin_url) as h:
+        created = h.create()
+        pid = created.payment.payment_id
+        with h.transaction() as store:
+            tracing.remember(store._conn, {pid: traceparent})  # the store's own connection
+        stale = PaymentState(
+            replace(created.payment, provider_payment_id="pi_stale", version=2), created.operations
+        )
+        h.authorized(created, "pi_traced")
+        with h.transaction() as store:
+            assert not store.save(created, stale)
+            traces = tracing.recall(store._conn, [pid, "pi_traced", "pi_stale"])
+    assert traces == {pid: traceparent, "pi_traced": traceparent}

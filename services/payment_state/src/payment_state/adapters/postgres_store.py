@@ -37,7 +37,7 @@ from payment_state.application import metrics
 from payment_state.application.ports import Created, CreateOutcome, PaymentIdTaken
 from payment_state.domain.commands import StoredResponse
 from payment_state.domain.events import OutEvent
-from payment_state.domain.model import Operation, OperationStatus, OperationType, PaymentState
+from payment_state.domain.model import OperationStatus, OperationType, PaymentState
 
 _CREATE_WITH_KEY: Final = f"""
 WITH k AS (
@@ -75,6 +75,22 @@ _SAVE_PAYMENT: Final = (
     " WHERE payment_id = %s AND version = %s"
 )
 _CAPACITY_GUARD: Final = " AND captured_minor - refunded_minor - pending_refund_minor >= %s"
+# Each runs only when the payment's row was updated (``p`` in ``save``'s statement returned it).
+_ALIAS_TRACE: Final = (
+    "INSERT INTO payment_traces (payment_id, traceparent) SELECT %s, traceparent FROM payment_traces"
+    " WHERE payment_id = %s AND EXISTS (SELECT 1 FROM p) ON CONFLICT (payment_id) DO NOTHING"
+)
+_INSERT_OPERATION: Final = (
+    "INSERT INTO payment_operations (operation_id, payment_id, operation_type, amount_minor,"
+    " currency, provider, status, refund_id, reason)"
+    " SELECT %s, %s, %s, %s::bigint, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM p)"
+)
+_UPDATE_OPERATION: Final = (
+    "UPDATE payment_operations SET status = %s, provider_reference = %s, failure_code = %s,"
+    " failure_message = %s, unknown_reason = %s,"
+    " resolved_at = CASE WHEN %s THEN coalesce(resolved_at, now()) ELSE NULL END, updated_at = now()"
+    " WHERE operation_id = %s AND EXISTS (SELECT 1 FROM p)"
+)
 
 
 class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
@@ -143,53 +159,41 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
         return stored
 
     def save(self, before: PaymentState, after: PaymentState) -> bool:
+        """One statement: the payment's row (only at the version read), and only if that matched, its
+        changed operations and the trace's alias under the PSP's payment id."""
         b, a = before.payment, after.payment
         invariant(a.payment_id == b.payment_id and a.version == b.version + 1, "save needs version + 1")
         reserved = max(a.pending_refund_minor - b.pending_refund_minor, 0)
-        updated = self._conn.execute(
-            _SAVE_PAYMENT + (_CAPACITY_GUARD if reserved else ""),
-            (
-                str(a.status), a.provider_payment_id, a.authorized_minor, a.captured_minor, a.refunded_minor,
-                a.pending_refund_minor, a.active_operation_id, a.next_action_url, a.failure_code,
-                a.failure_message, a.version, a.payment_id, b.version, *((reserved,) if reserved else ()),
-            ),
-        ).rowcount  # fmt: skip
-        if updated == 0:
-            return False
+        ctes = ["p AS (" + _SAVE_PAYMENT + (_CAPACITY_GUARD if reserved else "") + " RETURNING 1)"]
+        params: list[Any] = [
+            str(a.status), a.provider_payment_id, a.authorized_minor, a.captured_minor, a.refunded_minor,
+            a.pending_refund_minor, a.active_operation_id, a.next_action_url, a.failure_code,
+            a.failure_message, a.version, a.payment_id, b.version, *((reserved,) if reserved else ()),
+        ]  # fmt: skip
         if a.provider_payment_id is not None and b.provider_payment_id is None:
             # The PSP's webhooks are keyed by its payment id: the same trace under that key too.
-            tracing.alias(self._conn, a.provider_payment_id, a.payment_id)
+            ctes.append(f"t AS ({_ALIAS_TRACE})")
+            params += [a.provider_payment_id, a.payment_id]
         old = {op.operation_id: op for op in before.operations}
-        for op in after.operations:
+        for n, op in enumerate(after.operations):
             previous = old.get(op.operation_id)
             if previous is None:
-                self._insert_operation(op)
+                invariant(op.status == OperationStatus.PENDING, "operations are created PENDING")
+                ctes.append(f"o{n} AS ({_INSERT_OPERATION})")
+                params += [
+                    op.operation_id, op.payment_id, str(op.operation_type), op.amount_minor, op.currency,
+                    op.provider, str(op.status), op.refund_id, op.reason,
+                ]  # fmt: skip
             elif previous != op:
-                self._update_operation(op)
-        return True
-
-    def _insert_operation(self, op: Operation) -> None:
-        invariant(op.status == OperationStatus.PENDING, "operations are created PENDING")
-        self._conn.execute(
-            "INSERT INTO payment_operations (operation_id, payment_id, operation_type, amount_minor,"
-            " currency, provider, status, refund_id, reason) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                op.operation_id, op.payment_id, str(op.operation_type), op.amount_minor, op.currency,
-                op.provider, str(op.status), op.refund_id, op.reason,
-            ),
-        )  # fmt: skip
-
-    def _update_operation(self, op: Operation) -> None:
-        self._conn.execute(
-            "UPDATE payment_operations SET status = %s, provider_reference = %s, failure_code = %s,"
-            " failure_message = %s, unknown_reason = %s,"
-            " resolved_at = CASE WHEN %s THEN coalesce(resolved_at, now()) ELSE NULL END, updated_at = now()"
-            " WHERE operation_id = %s",
-            (
-                str(op.status), op.provider_reference, op.failure_code, op.failure_message, op.unknown_reason,
-                op.is_terminal, op.operation_id,
-            ),
-        )  # fmt: skip
+                ctes.append(f"o{n} AS ({_UPDATE_OPERATION})")
+                params += [
+                    str(op.status), op.provider_reference, op.failure_code, op.failure_message,
+                    op.unknown_reason, op.is_terminal, op.operation_id,
+                ]  # fmt: skip
+        sql = "WITH " + ", ".join(ctes) + " SELECT count(*) FROM p"
+        row = self._conn.execute(sql, params).fetchone()
+        assert row is not None
+        return int(row[0]) == 1
 
     # -- locating the payment a provider fact is about ---------------------------------------------
 
