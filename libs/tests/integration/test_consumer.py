@@ -61,6 +61,33 @@ def test_consumer_killed_after_db_commit_before_offset_commit_applies_nothing_tw
     assert follow_ups == 30
 
 
+def test_offsets_go_to_kafka_once_per_interval_and_what_a_crash_rereads_is_applied_once(
+    probe_service: Probe,
+) -> None:
+    """While messages keep coming, applied offsets reach Kafka at most once per
+    CONSUMER_COMMIT_INTERVAL_MS (here 10 min; the first batch commits at once), not after every
+    batch. A SIGKILL then leaves applied messages uncommitted; the next consumer re-reads them and
+    the dedup rows absorb them: every event's effect exists once, and an idle consumer commits what
+    it applied without waiting for the interval."""
+    probe_service.start("relay")
+    slow = {"CONSUMER_COMMIT_INTERVAL_MS": "600000", "CONSUMER_POLL_TIMEOUT_MS": "600000"}
+    first_ids = probe_service.write(20)
+    consumer = probe_service.start("consume", **slow)
+    wait_until(lambda: probe_service.effects() == 20, 60, "the first events applied")
+    later_ids = probe_service.write(100, seq_start=21)
+    wait_until(lambda: probe_service.effects() == 120, 60, "every event applied")
+    consumer.kill()
+    assert sum(max(o, 0) for o in probe_service.committed_offsets().values()) < 120  # some not committed
+
+    probe_service.start("consume")  # the default interval, and it idles once caught up
+    wait_until(
+        lambda: probe_service.committed_offsets() == probe_service.end_offsets(), 60, "offsets at the end"
+    )
+    per_event = probe_service.applications_per_event()
+    assert sorted(per_event) == sorted(first_ids + later_ids)
+    assert set(per_event.values()) == {1}
+
+
 def test_poison_message_is_dead_lettered_after_n_attempts_while_later_messages_flow(
     probe_service: Probe,
 ) -> None:

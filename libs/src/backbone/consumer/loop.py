@@ -3,7 +3,10 @@
 Per batch, in ONE database transaction: insert ``(consumer, event_id)`` dedup rows, apply the
 handler's effects for the events not seen before, write outbox rows; commit; only then commit the
 Kafka offsets. A crash anywhere before the offset commit means redelivery, which the dedup rows
-absorb. Auto-commit is off.
+absorb. Auto-commit is off. Offsets go to Kafka at most once per ``commit_interval_ms`` while
+messages keep coming, and at once when the consumer idles, on revoke and at shutdown: a synchronous
+commit per batch cost a broker round trip (and a write to ``__consumer_offsets``) for every batch,
+and what a crash re-reads because of the interval is absorbed like any redelivery.
 
 Failures:
 - bytes that do not decode (not Avro, unknown schema, bad envelope, key != payment_id) are
@@ -144,6 +147,7 @@ class IdempotentConsumer:
         self._suspect: dict[TopicPartitionKey, int] = {}  # partition -> last offset to apply carefully
         self._waiting: dict[tuple[str, int, int], float] = {}  # (topic, partition, offset) -> since (NotYet)
         self._pending_commits: dict[TopicPartitionKey, int] = {}
+        self._last_commit_s = -float("inf")  # monotonic time of the last offset commit tried
         self._infra_failures = 0
         self._next_reach = 0.0
         self._last_prune = time.monotonic()
@@ -204,6 +208,7 @@ class IdempotentConsumer:
             raise KafkaException(self._fatal)
         first = self._consumer.poll(self._s.poll_timeout_ms / 1000)
         if first is None:
+            self._flush_commits(set(self._pending_commits))  # idle: what was applied goes to Kafka now
             if not self._database.up:
                 self._reach_database()  # readiness tells the truth while idle too
             self._maybe_prune()
@@ -499,13 +504,15 @@ class IdempotentConsumer:
         """
         for tp, offset in positions.items():
             self._pending_commits[tp] = max(offset, self._pending_commits.get(tp, 0))
-        self._flush_commits(set(self._pending_commits))
+        if time.monotonic() - self._last_commit_s >= self._s.commit_interval_ms / 1000:
+            self._flush_commits(set(self._pending_commits))
 
     def _flush_commits(self, tps: set[TopicPartitionKey]) -> None:
         pending = {tp: self._pending_commits[tp] for tp in tps if tp in self._pending_commits}
         if not pending:
             return
         offsets = [TopicPartition(tp[0], tp[1], offset) for tp, offset in pending.items()]
+        self._last_commit_s = time.monotonic()
         try:
             self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:

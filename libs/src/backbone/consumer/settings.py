@@ -19,6 +19,12 @@ class ConsumerSettings:
     fetch_wait_max_ms: int = setting(
         "CONSUMER_FETCH_WAIT_MAX_MS", 500, doc="the broker's hold of an empty fetch (idle polling only)"
     )
+    commit_interval_ms: int = setting(
+        "CONSUMER_COMMIT_INTERVAL_MS",
+        1000,
+        doc="how often applied offsets go to Kafka while messages keep coming (at once when idle, on"
+        " revoke and at shutdown); a crash re-reads at most this much, which the dedup rows absorb",
+    )
     max_attempts: int = setting("CONSUMER_MAX_ATTEMPTS", 5, doc="failures before a message is dead-lettered")
     retry_backoff_ms: int = setting("CONSUMER_RETRY_BACKOFF_MS", 500, doc="pause before retrying a failure")
     wait_max_ms: int = setting(
