@@ -202,7 +202,8 @@ def test_a_provider_payment_id_belongs_to_one_payment(h: StoreHarness) -> None:
 
 def test_lookups_find_the_payment_by_each_of_its_references(h: StoreHarness) -> None:
     """By the provider payment id, by our payment id, by an operation id, by a provider refund id
-    (refunds only); anything else is None."""
+    (refunds only); anything else is None. Locked by the provider payment id ``unless_seen``: None
+    once that provider event is recorded, the payment for any other event."""
     state = h.authorized(h.create(), "pi_look")
     pid = state.payment.payment_id
     refund = Operation(
@@ -227,6 +228,12 @@ def test_lookups_find_the_payment_by_each_of_its_references(h: StoreHarness) -> 
         assert [op.operation_id for op in locked.operations] == [op.operation_id for op in at_4.operations]
         assert store.lock_by_provider_payment("other", "pi_look") is None
         assert store.lock_by_provider_payment("simpsp", "pi_none") is None
+        # unless_seen: the same payment while the event is new; None once the event is recorded
+        assert store.lock_by_provider_payment("simpsp", "pi_look", unless_seen="evt_look") == locked
+        fact = {"source": "webhook", "fact_type": "intent", "payment_id": pid, "operation_id": None}
+        assert store.record_fact(provider="simpsp", provider_event_id="evt_look", outcome="applied", **fact)
+        assert store.lock_by_provider_payment("simpsp", "pi_look", unless_seen="evt_look") is None
+        assert store.lock_by_provider_payment("simpsp", "pi_look", unless_seen="evt_other") == locked
         assert store.payment_id_if_exists(pid) == pid and store.payment_id_if_exists("pay_none") is None
         assert store.payment_id_by_operation("op_rf") == pid and store.payment_id_by_operation("x") is None
         assert store.payment_id_by_refund("simpsp", "re_1") == pid

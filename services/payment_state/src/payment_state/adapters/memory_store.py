@@ -223,7 +223,11 @@ class InMemoryPaymentStore(InMemoryOperationClaims, InMemoryRepairs, InMemoryPay
 
     # -- locating the payment a provider fact is about ---------------------------------------------
 
-    def lock_by_provider_payment(self, provider: str, provider_payment_id: str) -> PaymentState | None:
+    def lock_by_provider_payment(
+        self, provider: str, provider_payment_id: str, *, unless_seen: str | None = None
+    ) -> PaymentState | None:
+        if unless_seen is not None and self.webhook_seen(provider, unless_seen):
+            return None
         found = self.payment_id_by_provider_payment(provider, provider_payment_id)
         return None if found is None else self.load_state(found, for_update=True)
 

@@ -58,6 +58,14 @@ LOCK_BY_PROVIDER_PAYMENT: Final = (
     _STATE_ROWS + " WHERE p.provider = %s AND p.provider_payment_id = %s"
     " ORDER BY o.created_at, o.operation_id FOR UPDATE OF p"
 )
+# The same, unless the provider event was recorded before (``provider_facts``): then no row, and
+# nothing locked (the check is a one-time filter, evaluated before any row is read).
+LOCK_BY_PROVIDER_PAYMENT_UNLESS_SEEN: Final = (
+    "WITH seen AS (SELECT 1 FROM provider_facts WHERE provider = %s AND provider_event_id = %s) "
+    + _STATE_ROWS
+    + " WHERE p.provider = %s AND p.provider_payment_id = %s AND NOT EXISTS (SELECT 1 FROM seen)"
+    " ORDER BY o.created_at, o.operation_id FOR UPDATE OF p"
+)
 # The payments of one PSP reference (the provider's payment intent id, ``pi_…``) under one merchant:
 # unique per (provider, provider_payment_id), so at most one per provider; the providers are named
 # so the unique index (provider, provider_payment_id) answers it.

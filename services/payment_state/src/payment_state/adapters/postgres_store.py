@@ -29,7 +29,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from payment_state.adapters import pg_reads
-from payment_state.adapters.pg_reads import LOAD_STATE, LOAD_STATES, LOCK_BY_PROVIDER_PAYMENT, PAYMENT_FIELDS
+from payment_state.adapters.pg_reads import (
+    LOAD_STATE,
+    LOAD_STATES,
+    LOCK_BY_PROVIDER_PAYMENT,
+    LOCK_BY_PROVIDER_PAYMENT_UNLESS_SEEN,
+    PAYMENT_FIELDS,
+)
 from payment_state.adapters.postgres_claims import PgOperationClaims
 from payment_state.adapters.postgres_payouts import PgPayouts
 from payment_state.adapters.postgres_repairs import PgRepairs
@@ -201,8 +207,14 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
         row = self._conn.execute(sql, params).fetchone()
         return None if row is None else str(row[0])
 
-    def lock_by_provider_payment(self, provider: str, provider_payment_id: str) -> PaymentState | None:
-        rows = self._conn.execute(LOCK_BY_PROVIDER_PAYMENT, (provider, provider_payment_id)).fetchall()
+    def lock_by_provider_payment(
+        self, provider: str, provider_payment_id: str, *, unless_seen: str | None = None
+    ) -> PaymentState | None:
+        if unless_seen is None:
+            rows = self._conn.execute(LOCK_BY_PROVIDER_PAYMENT, (provider, provider_payment_id)).fetchall()
+        else:
+            params = (provider, unless_seen, provider, provider_payment_id)
+            rows = self._conn.execute(LOCK_BY_PROVIDER_PAYMENT_UNLESS_SEEN, params).fetchall()
         return pg_reads.state_from_rows(rows)
 
     def payment_id_by_provider_payment(self, provider: str, provider_payment_id: str) -> str | None:

@@ -258,9 +258,13 @@ class PaymentStore(Protocol):
         ...
 
     # locating the payment a provider fact is about
-    def lock_by_provider_payment(self, provider: str, provider_payment_id: str) -> PaymentState | None:
+    def lock_by_provider_payment(
+        self, provider: str, provider_payment_id: str, *, unless_seen: str | None = None
+    ) -> PaymentState | None:
         """The payment the provider knows by this id, with its operations, locked as ``load_state``
-        with ``for_update`` (one round trip where locating and loading would be two); None if none."""
+        with ``for_update`` (one round trip where locating and loading would be two); None if none.
+        With ``unless_seen`` (a provider event id), also None, and nothing locked, when that event
+        was recorded before (``webhook_seen``): a webhook's check and lock in one round trip."""
         ...
 
     def payment_id_by_provider_payment(self, provider: str, provider_payment_id: str) -> str | None: ...

@@ -9,6 +9,7 @@ nothing. A conflict (the provider contradicting an authoritative record) opens a
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Final, assert_never
 
@@ -33,6 +34,13 @@ from payment_state.domain.model import Operation, PaymentState
 log = get_logger(__name__)
 Source = str  # 'response' | 'webhook' | 'lookup'
 SOURCES: Final = frozenset({"response", "webhook", "lookup"})
+
+
+class _Seen(enum.Enum):
+    SEEN = "seen"
+
+
+SEEN: Final = _Seen.SEEN  # a provider event recorded before
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +88,10 @@ def apply_provider_fact(
 ) -> FactOutcome:
     """Apply one fact in the store's transaction and keep it for audit."""
     invariant(source in SOURCES, f"unknown fact source {source!r}")
-    if provider_event_id is not None and store.webhook_seen(ctx.provider, provider_event_id):
+    state = _lock(store, ctx.provider, fact, payment_id, provider_event_id)
+    if state is SEEN:
         metrics.PROVIDER_FACTS.labels(source, "duplicate").inc()
         return FactOutcome("duplicate", None, "provider event seen before")
-    state = _lock(store, ctx.provider, fact, payment_id)
     unmatched = FactOutcome("unmatched", None)
     outcome = unmatched if state is None else _apply_locked(store, ctx, fact, state, causation_id)
     if outcome.outcome in ("unmatched", "conflict"):
@@ -111,18 +119,18 @@ def apply_provider_fact(
 
 
 def _lock(
-    store: PaymentStore, provider: str, fact: ProviderFact, payment_id: str | None
-) -> PaymentState | None:
-    """The payment a fact is about, locked: the one named, else located as ``locate`` does (a fact
-    carrying the provider's payment id is located and locked in one round trip)."""
+    store: PaymentStore, provider: str, fact: ProviderFact, payment_id: str | None, event_id: str | None
+) -> PaymentState | _Seen | None:
+    """The payment a fact is about, locked: the one named, else located as ``locate`` does; ``SEEN``
+    for a provider event (``event_id``) recorded before, whatever it is about, checked before anything
+    is locked."""
+    if payment_id is None and isinstance(fact, (IntentFact, DisputeFact)):
+        return _lock_by_provider_payment(store, provider, fact, event_id)
+    if event_id is not None and store.webhook_seen(provider, event_id):
+        return SEEN
     if payment_id is not None:
         state = store.load_state(payment_id, for_update=True)
         invariant(state is not None, f"the payment {payment_id} a fact names must exist")
-        return state
-    if isinstance(fact, (IntentFact, DisputeFact)):
-        state = store.lock_by_provider_payment(provider, fact.provider_payment_id)
-        if state is None and isinstance(fact, IntentFact) and fact.our_reference is not None:
-            state = store.load_state(fact.our_reference, for_update=True)
         return state
     target = locate(store, provider, fact)
     if target is None:
@@ -130,6 +138,22 @@ def _lock(
     state = store.load_state(target, for_update=True)
     invariant(state is not None, f"located payment {target} must exist")
     return state
+
+
+def _lock_by_provider_payment(
+    store: PaymentStore, provider: str, fact: IntentFact | DisputeFact, event_id: str | None
+) -> PaymentState | _Seen | None:
+    """A fact carrying the provider's payment id: the event's check, the locating and the locked load
+    are one round trip when the payment is found (the common case); else the event is checked on its
+    own, and an intent is looked for by the reference we gave the provider."""
+    state = store.lock_by_provider_payment(provider, fact.provider_payment_id, unless_seen=event_id)
+    if state is not None:
+        return state
+    if event_id is not None and store.webhook_seen(provider, event_id):
+        return SEEN
+    if isinstance(fact, IntentFact) and fact.our_reference is not None:
+        return store.load_state(fact.our_reference, for_update=True)
+    return None
 
 
 def _apply_locked(
