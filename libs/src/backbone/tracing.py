@@ -372,9 +372,16 @@ class Consumed:
 def consuming(conn: psycopg.Connection, consumer: str, messages: Sequence[Consumed]) -> Iterator[None]:
     """Run a batch handler inside spans: one CONSUMER span per message, in the payment's stored trace
     if this service has one (linked to the message's own trace when that differs), else continuing
-    the message's trace; payments seen for the first time get it stored. With one message its span is
-    current; with several, a batch span linking them is, and each payment's outbox rows still carry
-    their own message's span (``inject``)."""
+    the message's trace; payments seen for the first time get it stored, after the handler ran (see
+    below). With one message its span is current; with several, a batch span linking them is, and
+    each payment's outbox rows still carry their own message's span (``inject``).
+
+    Why after: a message's key can be another service's key too (a webhook's is the PSP's payment id,
+    which payment-state files the payment's trace under, as an alias, while it holds the payment's
+    row lock). Stored first, the key's new row would be held, uncommitted, while the handler waits
+    for that same payment's row lock, and the lock's holder would wait for the key: a deadlock
+    (bench-e2e saw one to four per 1,800 deposits: each a 1 s wait, then a consumer batch or a PSP
+    answer rolled back and done again)."""
     stored = recall(conn, sorted({m.payment_id for m in messages}))
     spans: list[Span] = []
     contexts: dict[str, Context] = {}
@@ -387,7 +394,6 @@ def consuming(conn: psycopg.Connection, consumer: str, messages: Sequence[Consum
             traceparent = traceparent_of(span)
             if traceparent is not None:
                 first[m.payment_id] = traceparent
-    remember(conn, first)
     token = _payment_contexts.set(contexts)
     scope = _payment_id.set(None)  # whatever a handler binds ends with the batch
     try:
@@ -399,6 +405,7 @@ def consuming(conn: psycopg.Connection, consumer: str, messages: Sequence[Consum
             attributes = {"messaging.batch.message_count": len(spans)}
             with tracer().start_as_current_span(f"{consumer} batch", links=links, attributes=attributes):
                 yield
+        remember(conn, first)  # last: the handler's locks come before this batch's new keys
     except BaseException as exc:
         for span in spans:
             span.record_exception(exc)
