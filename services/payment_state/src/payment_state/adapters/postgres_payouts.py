@@ -106,7 +106,7 @@ class PgPayouts:
     def load_payout(
         self, withdrawal_id: str, *, merchant_id: str | None = None, for_update: bool = False
     ) -> PayoutState | None:
-        sql = LOAD_PAYOUT + (" FOR UPDATE OF p" if for_update else "")
+        sql = LOAD_PAYOUT + (" FOR NO KEY UPDATE OF p" if for_update else "")
         return payout_state(self._conn.execute(sql, (withdrawal_id, merchant_id, merchant_id)).fetchone())
 
     def save_payout(self, before: PayoutState, after: PayoutState) -> bool:

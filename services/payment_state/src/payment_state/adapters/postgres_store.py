@@ -2,7 +2,7 @@
 
 Writers keep these rules (``application.ports.PaymentStore``):
 - the payment row is updated only ``WHERE version = <version read>``; a lost race returns False
-  (never a blind overwrite);
+  (never a blind overwrite); a payment is locked ``FOR NO KEY UPDATE`` (``pg_reads`` says why);
 - a refund additionally reserves capacity in the same statement
   (``captured - refunded - pending_refund >= 0`` holds after it, also enforced by a CHECK);
 - operation rows are updated only in their domain fields by ``save``; the executor's bookkeeping
@@ -124,7 +124,7 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
     def load_state(
         self, payment_id: str, *, merchant_id: str | None = None, for_update: bool = False
     ) -> PaymentState | None:
-        sql = LOAD_STATE + (" FOR UPDATE OF p" if for_update else "")
+        sql = LOAD_STATE + (" FOR NO KEY UPDATE OF p" if for_update else "")
         rows = self._conn.execute(sql, (payment_id, merchant_id, merchant_id)).fetchall()
         return pg_reads.state_from_rows(rows)
 
