@@ -321,16 +321,6 @@ def remember_current(conn: psycopg.Connection, payment_id: str) -> None:
         remember(conn, {payment_id: traceparent})
 
 
-def alias(conn: psycopg.Connection, key: str, payment_id: str) -> None:
-    """Store ``payment_id``'s trace under another key too (the PSP's payment id, which its webhooks'
-    events are keyed by), in the caller's transaction; nothing if the payment has no stored trace."""
-    conn.execute(
-        "INSERT INTO payment_traces (payment_id, traceparent) SELECT %s, traceparent FROM payment_traces"
-        " WHERE payment_id = %s ON CONFLICT (payment_id) DO NOTHING",
-        (key, payment_id),
-    )
-
-
 def recall(conn: psycopg.Connection, payment_ids: Sequence[str]) -> dict[str, str]:
     """The stored traces of these payments (``traceparent`` by payment_id); also kept in memory for
     ``for_payment``."""
