@@ -59,17 +59,15 @@ LOAD_STATES: Final = (
 # transaction updates an operation row it already changed: the worker's claim, then its call marked
 # in flight) through. With FOR UPDATE, a claim of several payments and a consumer batch of several
 # webhooks deadlocked (17 of 44 deadlocks in one day's bench-e2e runs).
+# No row, and nothing locked, when the provider event named (a webhook's) was recorded before
+# (``provider_facts``; a one-time filter, evaluated before any row is read). With no event named
+# (NULL), ``seen`` is empty and the payment is returned.
 LOCK_BY_PROVIDER_PAYMENT: Final = (
-    _STATE_ROWS + " WHERE p.provider = %s AND p.provider_payment_id = %s"
-    " ORDER BY o.created_at, o.operation_id FOR NO KEY UPDATE OF p"
-)
-# The same, unless the provider event was recorded before (``provider_facts``): then no row, and
-# nothing locked (the check is a one-time filter, evaluated before any row is read).
-LOCK_BY_PROVIDER_PAYMENT_UNLESS_SEEN: Final = (
-    "WITH seen AS (SELECT 1 FROM provider_facts WHERE provider = %s AND provider_event_id = %s) "
+    "WITH seen AS (SELECT 1 FROM provider_facts WHERE provider = %(provider)s"
+    " AND provider_event_id = %(event_id)s) "
     + _STATE_ROWS
-    + " WHERE p.provider = %s AND p.provider_payment_id = %s AND NOT EXISTS (SELECT 1 FROM seen)"
-    " ORDER BY o.created_at, o.operation_id FOR NO KEY UPDATE OF p"
+    + " WHERE p.provider = %(provider)s AND p.provider_payment_id = %(provider_payment_id)s"
+    " AND NOT EXISTS (SELECT 1 FROM seen) ORDER BY o.created_at, o.operation_id FOR NO KEY UPDATE OF p"
 )
 # The payments of one PSP reference (the provider's payment intent id, ``pi_…``) under one merchant:
 # unique per (provider, provider_payment_id), so at most one per provider; the providers are named

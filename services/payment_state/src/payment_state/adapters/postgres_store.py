@@ -33,7 +33,6 @@ from payment_state.adapters.pg_reads import (
     LOAD_STATE,
     LOAD_STATES,
     LOCK_BY_PROVIDER_PAYMENT,
-    LOCK_BY_PROVIDER_PAYMENT_UNLESS_SEEN,
     PAYMENT_FIELDS,
 )
 from payment_state.adapters.postgres_claims import PgOperationClaims
@@ -210,11 +209,8 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
     def lock_by_provider_payment(
         self, provider: str, provider_payment_id: str, *, unless_seen: str | None = None
     ) -> PaymentState | None:
-        if unless_seen is None:
-            rows = self._conn.execute(LOCK_BY_PROVIDER_PAYMENT, (provider, provider_payment_id)).fetchall()
-        else:
-            params = (provider, unless_seen, provider, provider_payment_id)
-            rows = self._conn.execute(LOCK_BY_PROVIDER_PAYMENT_UNLESS_SEEN, params).fetchall()
+        params = {"provider": provider, "event_id": unless_seen, "provider_payment_id": provider_payment_id}
+        rows = self._conn.execute(LOCK_BY_PROVIDER_PAYMENT, params).fetchall()
         return pg_reads.state_from_rows(rows)
 
     def payment_id_by_provider_payment(self, provider: str, provider_payment_id: str) -> str | None:
