@@ -26,7 +26,7 @@ from ops_console.domain import display
 from ops_console.domain.permissions import Permission
 from ops_console.entrypoints import forms
 from ops_console.entrypoints.forms import FormError
-from ops_console.entrypoints.pages import Pages, done, needs, page
+from ops_console.entrypoints.pages import SESSION, Pages, done, needs, page
 
 REPAIR_TYPES: Final = ("close", "post_journal", "mt5_credit", "mt5_debit", "apply_provider_fact")
 CASE_STATUSES: Final = ("open", "acknowledged", "resolved")
@@ -45,7 +45,7 @@ class CasePages(Pages):
 
     @needs(Permission.VIEW)
     async def cases(self, request: web.Request) -> web.StreamResponse:
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         status, day, klass = (request.query.get(k, "") for k in ("status", "date", "class"))
         error, rows = "", []
         try:
@@ -73,7 +73,7 @@ class CasePages(Pages):
     async def _case_page(
         self, request: web.Request, case_id: int, error: str = "", status: int = 200
     ) -> web.StreamResponse:
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         recon = self._parts.reconciler
         try:
             found = await recon.get(session.operator, f"/v1/cases/{case_id}")

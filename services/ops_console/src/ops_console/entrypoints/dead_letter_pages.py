@@ -24,7 +24,7 @@ from backbone.carddata import redact_document
 from ops_console.application.ports import OperatorApi, ServiceError, Session
 from ops_console.domain.permissions import Permission
 from ops_console.entrypoints import forms
-from ops_console.entrypoints.pages import Pages, done, needs, page
+from ops_console.entrypoints.pages import SESSION, Pages, done, needs, page
 
 CONSUMER_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 LETTERS_MAX: Final = "200"  # per service and page
@@ -60,7 +60,7 @@ class DeadLetterPages(Pages):
 
     @needs(Permission.VIEW)
     async def dead_letters(self, request: web.Request) -> web.StreamResponse:
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         apis = self._apis()
         service = request.query.get("service", "")
         include_resolved = request.query.get("include_resolved", "") == "true"
@@ -101,7 +101,7 @@ class DeadLetterPages(Pages):
         error: str = "",
         status: int = 200,
     ) -> web.StreamResponse:
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         try:
             found = _card_safe(await api.get(session.operator, f"/v1/dead-letters/{consumer}/{letter_id}"))
         except ServiceError as exc:

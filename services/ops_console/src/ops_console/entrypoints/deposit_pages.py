@@ -29,7 +29,7 @@ from ops_console.domain import search as search_query
 from ops_console.domain.permissions import Permission
 from ops_console.entrypoints import forms
 from ops_console.entrypoints.forms import FormError
-from ops_console.entrypoints.pages import Pages, Parts, done, needs, page
+from ops_console.entrypoints.pages import SESSION, Pages, Parts, done, needs, page
 
 PAYMENT_ID_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")  # payment-state's own rule
 SEND_AGAIN: Final = (
@@ -79,7 +79,7 @@ class DepositPages(Pages):
         self, request: web.Request, q: str, refund: RefundForm | None = None, status: int = 200
     ) -> web.StreamResponse:
         """The search's answer for ``q``; ``refund``: a refund form to show again with its error."""
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         found, error = deposits.Found(), ""
         query = search_query.classify(q) if q else None
         if isinstance(query, search_query.Malformed):
@@ -113,7 +113,7 @@ class DepositPages(Pages):
         """A refund of a deposit, at payment-state with the merchant's token, under an idempotency
         key derived from the form (``domain.refunds``): a double submit is one refund. A bad amount
         or reason is shown on the deposit's page and nothing is sent; every outcome is audited."""
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         payment_id, form = _payment_id(request), await request.post()
         merchant = str(form.get("merchant", ""))
         payment = await self._refundable(request, merchant, payment_id)
@@ -159,7 +159,7 @@ class DepositPages(Pages):
 
     async def _refundable(self, request: web.Request, merchant: str, payment_id: str) -> dict[str, Any]:
         """The payment under one of the operator's merchants, else 404 (audited)."""
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         try:
             payment = await acts.refundable(
                 self._parts.store, session, self._parts.payments, merchant, payment_id

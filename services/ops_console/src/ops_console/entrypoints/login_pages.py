@@ -20,7 +20,7 @@ from aiohttp import web
 
 from ops_console.application import auth
 from ops_console.application.ports import Session
-from ops_console.entrypoints.pages import Pages, page
+from ops_console.entrypoints.pages import SESSION, Pages, page
 
 COOKIE: Final = "console_session"
 LOGIN_CSRF: Final = "console_login_csrf"
@@ -79,7 +79,7 @@ class LoginPages(Pages):
         return response
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         await auth.logout(self._parts.store, request.cookies[COOKIE], session.operator.username)
         response = web.HTTPSeeOther("/login")
         response.del_cookie(COOKIE)

@@ -24,6 +24,9 @@ from ops_console.domain.permissions import Permission
 from ops_console.entrypoints.forms import FormError
 from ops_console.settings import ConsoleSettings
 
+# The logged-in session, set by the console's middleware on every request past the login pages.
+SESSION: Final = web.RequestKey("session", Session)
+
 DONE: Final = {  # the only texts a redirect may ask a page to show
     "acknowledged": "Case acknowledged.",
     "proposed": "Repair proposed: a second operator must approve it.",
@@ -54,7 +57,7 @@ def needs(permission: Permission) -> Callable[[F], F]:
 
 def page(request: web.Request, template: str, context: dict[str, Any], status: int = 200) -> web.Response:
     """``template`` drawn for the session's operator (none on the login page) with their CSRF token."""
-    session: Session | None = request.get("session")
+    session: Session | None = request.get(SESSION)
     base = {"me": session.operator if session else None, "csrf": session.csrf_token if session else ""}
     return aiohttp_jinja2.render_template(template, request, {**base, **context}, status=status)
 
@@ -88,7 +91,7 @@ class Pages:
     async def record(
         self, request: web.Request, action: str, target: str, outcome: str, reason: str = "", **detail: Any
     ) -> None:
-        await acts.record(self._parts.store, request["session"], action, target, outcome, reason, **detail)
+        await acts.record(self._parts.store, request[SESSION], action, target, outcome, reason, **detail)
 
     async def act(
         self,
@@ -109,7 +112,7 @@ class Pages:
         except FormError as exc:
             await self.record(request, action, target, "refused", str(exc))
             return await show_again(str(exc), 400)
-        match await acts.act(self._parts.store, request["session"], api, action, target, path, payload):
+        match await acts.act(self._parts.store, request[SESSION], api, action, target, path, payload):
             case acts.Done():
                 raise web.HTTPSeeOther(done_url)
             case acts.NotDone(error=said):

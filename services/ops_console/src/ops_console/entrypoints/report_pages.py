@@ -19,7 +19,7 @@ from ops_console.domain import display
 from ops_console.domain.permissions import Permission
 from ops_console.entrypoints import forms
 from ops_console.entrypoints.forms import FormError
-from ops_console.entrypoints.pages import Pages, needs, page
+from ops_console.entrypoints.pages import SESSION, Pages, needs, page
 
 # layer 1 (ADR 0006): what a service's resolver could not settle (UNKNOWN operations and credits)
 UNKNOWN_CLASSES: Final = ("stale_operation", "stale_mt5_operation", "needs_attention")
@@ -38,7 +38,7 @@ class ReportPages(Pages):
     async def unknowns(self, request: web.Request) -> web.StreamResponse:
         """Operations and credits no resolver could settle (UNKNOWN, a conflict), oldest first: the
         reconciler's layer-1 cases that are not resolved, with how long each has been waiting."""
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         rows: list[dict[str, Any]] = []
         error = ""
         try:
@@ -57,7 +57,7 @@ class ReportPages(Pages):
 
     @needs(Permission.VIEW)
     async def runs(self, request: web.Request) -> web.StreamResponse:
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         day, error, rows = request.query.get("date", ""), "", []
         try:
             query = {"date": forms.day(day)} if day else {}

@@ -46,7 +46,7 @@ from ops_console.entrypoints.case_pages import CasePages
 from ops_console.entrypoints.dead_letter_pages import DeadLetterPages
 from ops_console.entrypoints.deposit_pages import DepositPages
 from ops_console.entrypoints.login_pages import COOKIE, LOGIN_CSRF, LoginPages
-from ops_console.entrypoints.pages import Parts, page
+from ops_console.entrypoints.pages import SESSION, Parts, page
 from ops_console.entrypoints.report_pages import ReportPages
 from ops_console.entrypoints.withdrawal_pages import WithdrawalPages
 from ops_console.settings import SERVICE_NAME, ConsoleSettings
@@ -160,7 +160,7 @@ class Console:
             if request.method == "GET":
                 raise web.HTTPSeeOther("/login")
             return web.Response(status=401, text="log in first")
-        request["session"] = session
+        request[SESSION] = session
         if request.method == "POST":
             form = await request.post()
             sent = form.get("csrf")

@@ -24,7 +24,7 @@ from aiohttp import web
 from ops_console.application.ports import OperatorApi, ServiceError, Session
 from ops_console.domain.permissions import Permission
 from ops_console.entrypoints import forms
-from ops_console.entrypoints.pages import Pages, done, needs, page
+from ops_console.entrypoints.pages import SESSION, Pages, done, needs, page
 
 WITHDRAWAL_STATUSES: Final = (
     "held",
@@ -57,7 +57,7 @@ class WithdrawalPages(Pages):
 
     @needs(Permission.VIEW)
     async def withdrawals(self, request: web.Request) -> web.StreamResponse:
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         status, error, rows = request.query.get("status", ""), "", []
         if status and status not in WITHDRAWAL_STATUSES:
             error = f"status must be one of {', '.join(WITHDRAWAL_STATUSES)}"
@@ -80,7 +80,7 @@ class WithdrawalPages(Pages):
     async def _withdrawal_page(
         self, request: web.Request, wid: str, error: str = "", status: int = 200
     ) -> web.StreamResponse:
-        session: Session = request["session"]
+        session: Session = request[SESSION]
         try:
             found = await self._credit_api().get(session.operator, f"/v1/withdrawals/{wid}")
         except ServiceError as exc:
