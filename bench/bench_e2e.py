@@ -217,7 +217,8 @@ def cpu_sample(roots: Roots) -> dict[str, float]:
             ours = shared = 0.0
             for p in _descendants(table, pid):
                 words = table[p][1].decode(errors="replace").split()
-                if len(words) >= 4 and words[0] == "postgres:" and "(" in words[3]:
+                client = words[3] if len(words) >= 4 else ""  # "host(port)" over TCP, "[local]" over a socket
+                if words[:1] == ["postgres:"] and ("(" in client or client == "[local]"):
                     ours += table[p][2] if words[2] in roots.databases else 0.0
                 else:
                     shared += table[p][2]

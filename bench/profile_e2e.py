@@ -12,6 +12,11 @@ warms up, then runs PROFILE_DEPOSITS (600) deposits closed-loop at PROFILE_CONCU
   PROFILE_IDLE_S (10) seconds of the product doing nothing, so that the statements can also be
   shown net of the idle pollers'.
 
+``PROFILE_WEBHOOKS=0`` is an experiment, never a way to run the product: the PSP simulator drops
+every webhook (a ``webhook_drop`` fault rule), so each deposit moves on the PSP's synchronous answers
+alone, and the difference to a normal run is what the webhook path costs (the PSP's deliveries, the
+gateway, its relay, Kafka, payment-state's consumer).
+
 Printed: CPU ms per deposit per process (as bench-e2e counts it), each process's top functions by
 own samples and by samples under them (cumulative), and per database the statements that ran most
 per deposit, with calls and execution ms per deposit. The raw py-spy stacks (collapsed format,
@@ -159,6 +164,8 @@ def main() -> int:
             wait_s=WAIT_S,  # BENCH_E2E_WAIT_S: the client waits for changes (0: polls)
         )
         driver.open_accounts()
+        if os.environ.get("PROFILE_WEBHOOKS", "1") == "0":
+            system.psp_fault(kind="webhook_drop")
         run_closed_loop(driver, WARMUP, min(WARMUP, CONCURRENCY))
         spies: dict[str, Path] = {}
         procs = []
