@@ -7,6 +7,10 @@ Modified`` and no body while the record is the same (RFC 9110 §13.1.2). With ``
 answers as soon as the record changes: ``200`` with the new body and tag, or ``304`` when the time
 is up. A broker that waited for its deposit with ~14 polls now makes 2 to 3 requests (issue 17).
 
+A create answers with the tag its record's first status read would carry (``read_tag``; RFC 9110
+§15.3.2: the validators of a 201 are the new resource's), so the client's first read can already
+wait for a change instead of fetching the state it was just given.
+
 How a change is noticed: a trigger in the owning service's database sends ``NOTIFY <channel>,
 '<key>'`` when the record changes (delivered at commit), and one ``ChangeFeed`` per process listens
 on one connection and wakes the requests waiting on that key. A waiting request holds no database
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -125,6 +130,13 @@ class ChangeFeed:
 def etag_of(body: bytes) -> str:
     """A strong tag: the digest of the exact bytes sent."""
     return '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+
+
+def read_tag(representation: object) -> str:
+    """The ``ETag`` a status read sends for ``representation``: ``etag_of`` its JSON as the reads
+    write it (``json.dumps`` with its defaults, as ``web.json_response`` does). A create answers with
+    it, so its client can send it back in ``If-None-Match`` on its very first read."""
+    return etag_of(json.dumps(representation).encode())
 
 
 def wanted_wait_s(request: web.Request) -> float:

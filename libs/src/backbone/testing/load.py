@@ -168,20 +168,24 @@ class DepositDriver:
         d.started_at = time.time()
         intent = {"customer_id": customer_of(d.login), "mt5_login": d.login}
         money = {"amount_minor": d.amount_minor, "currency": "USD"}
-        _, created, _ = self._call(
+        # a create's ETag is its record's first status read's: the first read waits for a change
+        _, created, intent_tag = self._call(
             d, "POST", f"{urls.mt5_credit}/deposit-intents", CREDIT_TOKEN, {**intent, **money}
         )
         d.deposit_reference = str(created["deposit_reference"])
         body = {**money, "payment_method_token": self.card, "deposit_reference": d.deposit_reference}
-        _, payment, _ = self._call(d, "POST", f"{urls.payment_state}/payments", MERCHANT_TOKEN, body)
+        payments_url = f"{urls.payment_state}/payments"
+        _, payment, payment_tag = self._call(d, "POST", payments_url, MERCHANT_TOKEN, body)
         d.payment_id = str(payment.get("payment", payment)["payment_id"])
         d.created_at = time.time()
         payment_url = f"{urls.payment_state}/payments/{d.payment_id}"
-        d.authorized_at = self._poll(d, payment_url, MERCHANT_TOKEN, _authorized)
+        d.authorized_at = self._poll(d, payment_url, MERCHANT_TOKEN, _authorized, payment_tag)
         d.capture_sent_at = time.time()
         self._call(d, "POST", f"{payment_url}/capture", MERCHANT_TOKEN, {})
         intent_url = f"{urls.mt5_credit}/deposit-intents/{d.deposit_reference}"
-        d.credited_at = self._poll(d, intent_url, CREDIT_TOKEN, lambda reply: _credit_done(d, reply))
+        d.credited_at = self._poll(
+            d, intent_url, CREDIT_TOKEN, lambda reply: _credit_done(d, reply), intent_tag
+        )
 
     def _call(
         self,
@@ -216,11 +220,13 @@ class DepositDriver:
             time.sleep(min(CALL_BACKOFF_MAX_S, 0.1 * 2**attempt))
         raise TimeoutError(f"{method} {url}: no answer after {CALL_ATTEMPTS_MAX} attempts")
 
-    def _poll(self, d: Deposit, url: str, token: str, reached: Callable[[Any], bool]) -> float:
-        """Read ``url`` until ``reached(body)``. With a tag from the last answer and ``wait_s``, the
-        server holds each read until the record changes (``backbone.changes``), so no sleep is
-        needed between reads; without (an older server, ``wait_s`` 0), poll with a backoff."""
-        deadline, interval, tag = time.monotonic() + STEP_TIMEOUT_S, POLL_INTERVAL_MIN_S, None
+    def _poll(
+        self, d: Deposit, url: str, token: str, reached: Callable[[Any], bool], tag: str | None = None
+    ) -> float:
+        """Read ``url`` until ``reached(body)``. With a tag (the create's, then the last answer's) and
+        ``wait_s``, the server holds each read until the record changes (``backbone.changes``), so no
+        sleep is needed between reads; without (an older server, ``wait_s`` 0), poll with a backoff."""
+        deadline, interval = time.monotonic() + STEP_TIMEOUT_S, POLL_INTERVAL_MIN_S
         while time.monotonic() < deadline:
             d.polls += 1
             waiting = tag is not None and self.wait_s > 0

@@ -291,6 +291,53 @@ def _read(client: Client, path: str, headers: dict[str, str]) -> tuple[int, dict
         conn.close()
 
 
+def _post(
+    client: Client, path: str, body: dict[str, Any], key: str
+) -> tuple[int, dict[str, Any], str | None]:
+    """A POST with an Idempotency-Key: the status, the JSON body and the ETag."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(client.base.rsplit(":", 1)[1]), timeout=30)
+    try:
+        headers = {"Authorization": f"Bearer {TOKEN_A}", "Idempotency-Key": key}
+        conn.request(
+            "POST", path, body=json.dumps(body), headers={**headers, "Content-Type": "application/json"}
+        )
+        answer = conn.getresponse()
+        return answer.status, json.loads(answer.read()), answer.getheader("ETag")
+    finally:
+        conn.close()
+
+
+def test_a_new_intents_etag_lets_the_brokers_first_read_wait(api: tuple[Client, str]) -> None:
+    """``POST /deposit-intents`` answers 201 with the ETag its status read carries (the intent with no
+    credit yet), so the broker's very first read can wait: with that tag it is 304 at once, and held
+    with ``Prefer: wait`` until a credit row appears. A replay of the create (200) carries no tag."""
+    client, url = api
+    _map(client, 5001, "cust-1")
+    body = {"customer_id": "cust-1", "mt5_login": 5001, "amount_minor": 100, "currency": "USD"}
+    status, created, tag = _post(client, "/deposit-intents", body, "k-tag-0001")
+    assert status == 201 and tag
+    path = f"/deposit-intents/{created['deposit_reference']}"
+    status, intent, read_tag = _read(client, path, {})
+    assert (status, intent["credits"], read_tag) == (200, [], tag)
+    assert _read(client, path, {"If-None-Match": tag})[0] == 304
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(_read, client, path, {"If-None-Match": tag, "Prefer": "wait=10"})
+        time.sleep(0.5)
+        assert not held.done(), "the read answered before anything changed"
+        with connect(url, autocommit=True) as conn:
+            PgCreditStore(conn).insert_row(
+                new_row("payment:simpsp:pi_t", created["deposit_reference"], 100),
+                payment_id="pay_t",
+                provider="simpsp",
+                provider_payment_id="pi_t",
+                source_reference=None,
+            )
+        status, intent, _ = held.result(10)
+    assert status == 200 and [c["status"] for c in intent["credits"]] == ["pending"]
+    status, replayed, replay_tag = _post(client, "/deposit-intents", body, "k-tag-0001")
+    assert (status, replayed, replay_tag) == (200, created, None)
+
+
 def test_the_brokers_read_of_its_deposit_waits_for_its_credit(api: tuple[Client, str]) -> None:
     """``GET /deposit-intents/{ref}`` with its ETag in ``If-None-Match`` and ``Prefer: wait`` is held
     until a credit row of that intent appears (migration 0007's NOTIFY), then answers 200 with the

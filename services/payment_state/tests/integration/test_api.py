@@ -92,6 +92,34 @@ def test_a_status_read_waits_for_the_payment_to_change(service: Service, api: Ht
     assert time.monotonic() - started < 3
 
 
+def test_a_new_payments_etag_lets_the_first_status_read_wait(service: Service, api: Http) -> None:
+    """``POST /payments`` answers 201 with the ETag of the payment's status read (its body is that
+    representation), so a client's very first read can wait for a change: with the tag it is 304 at
+    once, and held with ``Prefer: wait`` until the payment is AUTHORIZED. A replay of the create
+    carries no tag (the payment may have moved on since its first answer)."""
+    k = key("create")
+    created = api.post("/payments", CREATE, key=k)
+    tag = created.headers["ETag"]
+    payment_id = created.body["payment"]["payment_id"]
+    first = api.get(f"/payments/{payment_id}")
+    assert first.status == 200 and first.headers["ETag"] == tag
+    assert api.get(f"/payments/{payment_id}", headers={"If-None-Match": tag}).status == 304
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(
+            api.get, f"/payments/{payment_id}", headers={"If-None-Match": tag, "Prefer": "wait=10"}
+        )
+        time.sleep(0.5)
+        assert not held.done(), "the read answered before anything changed"
+        fact = IntentFact(
+            f"pi_{payment_id}", IntentStatus.AUTHORIZED, 10_000, "EUR", 10_000, our_reference=payment_id
+        )
+        assert service.apply(fact).outcome == "applied"
+        answer = held.result(10)
+    assert answer.status == 200 and answer.body["payment"]["status"] == "AUTHORIZED"
+    replay = api.post("/payments", CREATE, key=k)
+    assert replay.headers.get("Idempotent-Replayed") == "true" and "ETag" not in replay.headers
+
+
 def test_same_key_same_request_replays_the_original_answer(service: Service, api: Http) -> None:
     """A retried create with the same key and body gets the original answer (marked as a replay);
     one payment exists."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final, assert_never
 
 from aiohttp import web
-from backbone.changes import ChangeFeed, conditional_read
+from backbone.changes import ChangeFeed, conditional_read, read_tag
 from backbone.consumer import dlq_http
 from backbone.consumer.dlq import ReplayContext
 from backbone.consumer.messages import per_event
@@ -224,9 +224,13 @@ class Api:
         match result:
             case Created(intent=intent, replayed=replayed):
                 log.info("intent_created", deposit_reference=intent.deposit_reference, replayed=replayed)
-                return web.json_response(
-                    pg_reads.intent_json(intent.__dict__), status=200 if replayed else 201
-                )
+                created = pg_reads.intent_json(intent.__dict__)
+                if replayed:  # no tag: its credits may have come since
+                    return web.json_response(created, status=200)
+                # the tag of the status read of a new intent (no credit can exist yet): the broker's
+                # first read of it can wait for its credit at once (``If-None-Match`` + ``Prefer: wait``)
+                tag = read_tag({**created, "credits": []})
+                return web.json_response(created, status=201, headers={"ETag": tag})
             case IntentRefused(code=code, message=message):
                 status = 409 if code == "idempotency_key_reused" else 422
                 return _error(status, code, message)

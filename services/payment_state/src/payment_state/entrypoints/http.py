@@ -25,7 +25,7 @@ from typing import Any, Final, TypeVar
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from backbone.changes import ChangeFeed, conditional_read
+from backbone.changes import ChangeFeed, conditional_read, read_tag
 from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, unavailable
 from backbone.logs import get_logger
@@ -111,7 +111,7 @@ class Api:
     # -- routes ------------------------------------------------------------------------------------
 
     async def create(self, request: web.Request) -> web.StreamResponse:
-        return await self._money_call(request, parse_create)
+        return await self._money_call(request, parse_create, tag_created=True)
 
     async def capture(self, request: web.Request) -> web.StreamResponse:
         return await self._money_call(
@@ -184,7 +184,11 @@ class Api:
     # -- the shared path of money-moving calls ---------------------------------------------------
 
     async def _money_call(
-        self, request: web.Request, parse: Callable[[object], PaymentRequest | Rejection]
+        self,
+        request: web.Request,
+        parse: Callable[[object], PaymentRequest | Rejection],
+        *,
+        tag_created: bool = False,
     ) -> web.StreamResponse:
         merchant_id = self._merchant(request)
         if merchant_id is None:
@@ -204,7 +208,13 @@ class Api:
         reply = await self._writes.run(lambda tx: self._handle(tx, merchant_id, key, parsed))
         if reply.replayed:
             metrics.IDEMPOTENT_REPLAYS.labels(request.method + " " + _route(request)).inc()
-        return _reply(reply)
+        response = _reply(reply)
+        if tag_created and reply.status == 201 and not reply.replayed:
+            # a new payment's body is ``{"payment": view}``, the status read's own representation: its
+            # tag lets the client's first read wait for a change (``If-None-Match`` + ``Prefer: wait``).
+            # A replay carries none: the payment may have moved on since its first answer.
+            response.headers["ETag"] = read_tag(reply.body)
+        return response
 
     def _handle(
         self, transaction: Transactions, merchant_id: str, key: str, request: PaymentRequest
