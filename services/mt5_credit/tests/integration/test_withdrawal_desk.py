@@ -7,19 +7,22 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from backbone.mt5 import TradeStateResult
 from backbone.mt5.testing import MANAGER_LOGIN, MANAGER_PASSWORD, SimulatorProcess, running_simulator
 from backbone.postgres import connect
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import Stack, free_port
 from backbone.tokens import token_hash
 from mt5_credit.adapters.mt5 import GatewayMt5
-from mt5_credit.adapters.pg_withdrawals import Accepted, DeskConfig, PgWithdrawalDesk
+from mt5_credit.adapters.pg_withdrawals import Accepted, DeskConfig, PgWithdrawalDesk, TradeStatePort
 from mt5_credit.adapters.postgres_store import PgCreditStore
 from mt5_credit.bootstrap import outbox_writer
 from mt5_credit.domain.intake import Account, DepositIntent, NewRow
@@ -76,7 +79,7 @@ def world(stack: Stack, sim: SimulatorProcess) -> Iterator[tuple[str, int]]:
         yield url, login
 
 
-def _desk(conn: Any, mt5: GatewayMt5, config: DeskConfig = CONFIG) -> PgWithdrawalDesk:
+def _desk(conn: Any, mt5: TradeStatePort, config: DeskConfig = CONFIG) -> PgWithdrawalDesk:
     return PgWithdrawalDesk(conn, outbox_writer(), mt5, config)
 
 
@@ -163,6 +166,50 @@ def test_two_requests_racing_on_one_free_margin_hold_it_once(world: tuple[str, i
     assert sorted(type(r).__name__ for r in results) == ["Accepted", "Refusal"]
     refused = next(r for r in results if isinstance(r, Refusal))
     assert refused.code == "insufficient_free_margin"
+
+
+class _HeldMt5:
+    """The real MT5 gateway, but each trade-state read waits for ``release`` (a slow MT5)."""
+
+    def __init__(self, real: GatewayMt5) -> None:
+        self.real, self.entered, self.release = real, threading.Event(), threading.Event()
+
+    def trade_state(self, login: int) -> TradeStateResult:
+        self.entered.set()
+        assert self.release.wait(20), "the test never released MT5"
+        return self.real.trade_state(login)
+
+
+def test_a_request_waiting_on_mt5_blocks_no_deposit_intent_of_its_login(
+    world: tuple[str, int], mt5: GatewayMt5
+) -> None:
+    """A withdrawal request reads MT5's margin while it holds its login's account row. Meanwhile a
+    deposit intent for that login is created at once: its foreign-key check is not blocked, because
+    the request locks ``FOR NO KEY UPDATE``. A second withdrawal request of that login still waits for
+    the first, so the lock still serializes requests. (With ``FOR UPDATE`` the intent waited for MT5.)"""
+    url, login = world
+    slow = _HeldMt5(mt5)
+
+    def first() -> Accepted | Refusal:
+        with connect(url, autocommit=True) as conn:
+            return _desk(conn, slow).request(_req(login), "key-slow-0001")
+
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(first)
+        try:
+            assert slow.entered.wait(10), "the first request never read MT5"
+            with connect(url, autocommit=True) as conn:
+                conn.execute("SET lock_timeout = '2s'")
+                intent = DepositIntent("dpi_2", "m1", "cust-1", login, 500, "USD")
+                assert PgCreditStore(conn).insert_intent(intent, "key-dpi-2", "d") is None
+                with pytest.raises(psycopg.errors.LockNotAvailable), conn.transaction():
+                    conn.execute("SET LOCAL lock_timeout = '300ms'")
+                    _desk(conn, mt5).request(_req(login, 1_000), "key-slow-0002")
+        finally:
+            slow.release.set()
+        assert isinstance(done.result(20), Accepted)
+    with connect(url, autocommit=True) as conn:
+        assert _count(conn) == 1 and _count(conn, "deposit_intents") == 2
 
 
 def test_maker_checker_single_use_and_bound_to_the_digest(world: tuple[str, int], mt5: GatewayMt5) -> None:

@@ -2,8 +2,10 @@
 
 Every decision is a domain function (``domain.withdrawals``); this module reads what it needs under
 the right locks and writes the outcome with its audit line, in one transaction:
-- a request locks the account's mapping row (``FOR UPDATE``), so two requests of one login meet
-  there and the second sees the first one's hold; MT5's trade state is read under that lock;
+- a request locks the account's mapping row (``FOR NO KEY UPDATE``), so two requests of one login
+  meet there and the second sees the first one's hold; MT5's trade state is read under that lock.
+  ``FOR NO KEY UPDATE`` and not ``FOR UPDATE``: a new deposit intent of the login checks its foreign
+  key with ``FOR KEY SHARE``, which ``FOR UPDATE`` would make wait for MT5's answer;
 - prepare, approve and reject lock the withdrawal row: two approvals racing, one wins, the other
   finds it approved (409);
 - the approval inserts the MT5 debit row in the same transaction, so an approved withdrawal always
@@ -138,7 +140,7 @@ class PgWithdrawalDesk:
     def _locked_account(self, login: int) -> Account | None:
         row = self._conn.execute(
             "SELECT mt5_login, customer_id, currency, enabled FROM mt5_accounts"
-            " WHERE mt5_login = %s FOR UPDATE",
+            " WHERE mt5_login = %s FOR NO KEY UPDATE",
             (login,),
         ).fetchone()
         return None if row is None else Account(int(row[0]), str(row[1]), str(row[2]), bool(row[3]))
