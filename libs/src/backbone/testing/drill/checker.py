@@ -139,7 +139,8 @@ class Checker:
 
     def _withdrawal_final(self, w: Withdrawal) -> bool:
         """Settled (or never approved), its MT5 rows final, and, once settled, nothing of it left
-        in transit in the books."""
+        in transit in the books. A withdrawal whose payout the bank returned (the drill's ``return``,
+        acknowledged) is final only once it shows ``returned``: ``paid`` is where it was before."""
         view = self.workload.withdrawal(w)
         if view is None:
             return False
@@ -149,6 +150,8 @@ class Checker:
             return approve is None or approve.outcome != "ok"  # approved: its debit is coming
         if status not in SETTLED:
             return False
+        if _ok(w, "return") and status != "returned":
+            return False  # paid, but the bank's acknowledged return is still on its way to us
         rows = [r for r in (view["debit"], view["give_back"]) if r is not None]
         if any(r["status"] not in ROW_FINAL for r in rows):
             return False
