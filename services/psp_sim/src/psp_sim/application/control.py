@@ -6,11 +6,13 @@ as the PSP API: one transaction per change.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+import psycopg
 from backbone.ids import new_id
 from psycopg_pool import AsyncConnectionPool
 
@@ -27,6 +29,7 @@ from psp_sim.domain.intents import ActionOutcome
 from psp_sim.domain.wire import dumps
 
 DELIVERIES_LIMIT_MAX: Final = 1000
+RESET_ATTEMPTS: Final = 5
 DISPUTE_REASONS: Final = frozenset({"fraudulent", "product_not_received", "duplicate", "general"})
 
 
@@ -263,9 +266,20 @@ class ControlService:
     # -- reset ----------------------------------------------------------------------------------------------
 
     async def reset(self) -> None:
-        """Everything back to a fresh start: state, queued webhooks, faults, configuration overrides."""
-        async with self._pool.connection() as conn:
-            await store.reset(conn)
+        """Everything back to a fresh start: state, queued webhooks, faults, configuration overrides.
+
+        The truncation takes its tables' locks one by one, so a request or the webhook queue still
+        writing two of them can deadlock with it; PostgreSQL then rolls the truncation back (it
+        changed nothing) and it is tried again."""
+        for attempt in range(1, RESET_ATTEMPTS + 1):
+            try:
+                async with self._pool.connection() as conn:
+                    await store.reset(conn)
+                break
+            except psycopg.errors.DeadlockDetected:
+                if attempt == RESET_ATTEMPTS:
+                    raise
+                await asyncio.sleep(0.05 * attempt)
         self._faults.clear()
         self._overrides = {}
         self._config.current = self._base
