@@ -41,9 +41,28 @@ def click_and_wait(driver: Any, element: Any, timeout_s: float = 10.0) -> None:
     this one. Reading right after a plain click can read the old page: a form sent again after an
     error still shows that error until the answer arrives."""
     from selenium.webdriver.common.by import By  # noqa: PLC0415 - only the tests of pages need selenium
-    from selenium.webdriver.support import expected_conditions  # noqa: PLC0415
     from selenium.webdriver.support.ui import WebDriverWait  # noqa: PLC0415
 
     old = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, timeout_s).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, timeout_s).until(lambda _: _replaced(old))
+
+
+def _replaced(old: Any) -> bool:
+    """True once ``old`` is no longer in the page. Chromium answers a node of a page it has just
+    replaced either "stale element" or, while the new document is being attached, "node does not
+    belong to the document": both mean the page was replaced."""
+    from selenium.common.exceptions import (  # noqa: PLC0415 - only the tests of pages need selenium
+        StaleElementReferenceException,
+        WebDriverException,
+    )
+
+    try:
+        old.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc.msg):
+            return True
+        raise
+    return False
