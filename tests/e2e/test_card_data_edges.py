@@ -184,6 +184,23 @@ def placements(pattern: str, pan: str) -> Iterator[tuple[str, str, dict[str, str
     if not pattern.endswith("/webhooks"):  # the webhook's body is the gateway's to redact (below)
         yield "body", fill(), {"Content-Type": "application/json"}, json.dumps({"note": pan}).encode()
         yield "body:cvc", fill(), {"Content-Type": "application/json"}, b'{"card": {"cvc": "123"}}'
+        spaced, form = SHAPES["spaced"](pan), {"Content-Type": "application/x-www-form-urlencoded"}
+        # a form as a browser sends it: the console's own, and a JSON API's (refused either way)
+        yield "body:form-plus", fill(), form, f"reason=card+{spaced.replace(' ', '+')}".encode()
+        percent = "".join(f"%{ord(c):02X}" for c in spaced)
+        yield "body:form-percent", fill(), form, f"csrf=x&reason={percent}".encode()
+        yield "body:form-dashed", fill(), form, f"note={SHAPES['dashed'](pan)}".encode()
+        boundary = uuid.uuid4().hex
+        multipart = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="reason"\r\n\r\ncard {spaced}\r\n'
+            f"--{boundary}--\r\n"
+        )
+        yield (
+            "body:multipart",
+            fill(),
+            {"Content-Type": f"multipart/form-data; boundary={boundary}"},
+            multipart.encode(),
+        )
 
 
 def request(
@@ -224,7 +241,8 @@ def table_counts(system: System) -> dict[str, int]:
 
 def test_every_route_of_every_service_refuses_card_data_everywhere(system: System) -> None:
     """Every route (from the routers), every place (each path parameter, query, header value and
-    name, body), every network and shape: 400 card_data_forbidden in one shape, before
+    name, body: JSON, and forms urlencoded with the digits plus-, percent- or dash-separated and
+    multipart), every network and shape: 400 card_data_forbidden in one shape, before
     authentication even, and not a row changes in any product database."""
     walked = routes()
     assert {s for s, _, _ in walked} == set(TOKENS) and len(walked) >= 40
@@ -242,7 +260,32 @@ def test_every_route_of_every_service_refuses_card_data_everywhere(system: Syste
                 assert answer is not None and answer["error"]["code"] == "card_data_forbidden", context
                 assert set(answer["error"]) == {"code", "message"}, context
             refused += 1
-    assert refused > 300
+    assert refused > 500
+    assert table_counts(system) == before
+
+
+UNREADABLE = {
+    "nested JSON": ({"Content-Type": "application/json"}, b"[" * 5000 + b"]" * 5000),
+    "broken multipart": ({"Content-Type": "multipart/form-data; boundary=xyz"}, b"no boundary here"),
+    "text/plain": ({"Content-Type": "text/plain"}, b'{"reason": "x"}'),
+    "not UTF-8 form": ({"Content-Type": "application/x-www-form-urlencoded"}, b"reason=\xff\xfe"),
+}
+
+
+def test_every_route_answers_an_unreadable_body_with_a_4xx(system: System) -> None:
+    """Every route of every service, the console's forms included, answers a body it cannot read
+    (JSON nested 5000 deep, a multipart body without its boundary, a media type it does not take,
+    a form not in UTF-8) with a 4xx and a code, never a 500, and not a row changes anywhere."""
+    before = table_counts(system)
+    for service, method, pattern in routes():
+        if method in ("GET", "HEAD") or pattern.endswith("/webhooks"):
+            continue  # no body to read; the webhook's raw body is the gateway's (its own tests)
+        path = re.sub(r"\{(\w+)\}", "x1", pattern)
+        for why, (headers, body) in UNREADABLE.items():
+            auth = {"Authorization": f"Bearer {TOKENS[service]}", **headers}
+            status, answer = request(base_url(system, service) + path, method, auth, body)
+            context = f"{method} {pattern} {why}: {status} {answer}"
+            assert 400 <= status < 500 and answer is not None and answer["error"]["code"], context
     assert table_counts(system) == before
 
 

@@ -270,6 +270,18 @@ def redact_document(document: Any, depth: int = 0) -> tuple[Any, int]:
     return document, 0
 
 
+def redact_text(text: str | None) -> str | None:
+    """``text`` with its card numbers replaced (None stays None): what an audit row, a resolution
+    note or any other text kept for people stores, a second line behind the edges' refusals."""
+    return None if text is None else redact_card_numbers(text)
+
+
+def redact_detail(detail: dict[str, Any]) -> dict[str, Any]:
+    """A JSON detail kept for people (an audit row's), with its card data replaced."""
+    redacted, found = redact_document(detail)
+    return redacted if found and isinstance(redacted, dict) else detail
+
+
 # -- requests -----------------------------------------------------------------------------------------
 
 

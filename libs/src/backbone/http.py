@@ -9,8 +9,11 @@ service sees them; a request that carries a card number or a card-data field is 
 
 and changes nothing. Its log line names the route's pattern and the part of the request, never a
 value. It also runs for routes that do not exist (a 404 would otherwise log or echo the path).
-A body larger than the application's ``client_max_size`` is answered 413 ``body_too_large``
-without being read further.
+The body is read once, by ``backbone.bodies`` (size, media type, syntax, nesting; a 4xx before
+any handler), and screened as the handler will read it: a JSON document's keys and values, a
+form's decoded fields (``card+4242+4242…`` is ``card 4242 4242…``). Handlers take it with
+``bodies.json_body``/``form_body``/``text_body`` and never parse it again. An error answer's text
+is redacted on the way out, a second line behind the guard.
 
 Before both, ``traced`` opens the request's SERVER span, continuing the caller's W3C trace context
 (``traceparent``/``tracestate``) or starting a new trace, and binds the route's ``payment_id`` for
@@ -26,7 +29,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Final
+from typing import Any, Final, assert_never
 from urllib.parse import unquote_plus
 
 from aiohttp import web
@@ -34,8 +37,17 @@ from aiohttp.typedefs import Middleware
 from opentelemetry.trace import SpanKind
 from prometheus_client import Counter
 
-from backbone import failpoints, tracing
-from backbone.carddata import CARD_DATA_CODE, CARD_DATA_MESSAGE, find_in_request
+from backbone import bodies, failpoints, tracing
+from backbone.carddata import (
+    CARD_DATA_CODE,
+    CARD_DATA_MESSAGE,
+    find_card_data,
+    find_card_number,
+    find_in_body,
+    find_in_request,
+    find_in_text_pairs,
+    redact_card_numbers,
+)
 from backbone.health import Health
 from backbone.logs import get_logger
 from backbone.outage import Dependency
@@ -80,28 +92,70 @@ def _every_request(_: web.Request) -> bool:
 
 
 def card_data_guard(
-    body_max_bytes: int, screen_body: Callable[[web.Request], bool] = _every_request
+    body_max_bytes: int,
+    screen_body: Callable[[web.Request], bool] = _every_request,
+    body_types: frozenset[str] = bodies.JSON_TYPES,
 ) -> Middleware:
-    """The middleware that refuses card data anywhere in a request (see the module docstring);
-    ``body_max_bytes`` is the application's ``client_max_size`` (for the 413's message)."""
+    """The middleware that reads every body once (``backbone.bodies``: size, media type, syntax,
+    nesting) and refuses card data anywhere in a request, as its handler will read it (see the
+    module docstring); an error answer's text is redacted on the way out."""
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        body: bytes | None = None
-        if screen_body(request):
-            try:
-                body = await request.read()  # cached: the handler's read() gets the same bytes
-            except web.HTTPRequestEntityTooLarge:
-                message = f"request bodies are limited to {body_max_bytes} bytes"
-                return error_response(413, "body_too_large", message)
-        where = find_in_request(request.path, _query(request), request.headers.items(), body)
+        where = find_in_request(request.path, _query(request), request.headers.items(), None)
+        if where is None and screen_body(request):
+            body = await bodies.read(request, body_types, body_max_bytes)
+            if isinstance(body, bodies.Refusal):
+                if body.status == 413 or not _refused_body_carries_card_data(await request.read()):
+                    route = route_name(request)
+                    log.info("http.body_refused", method=request.method, route=route, code=body.code)
+                    return error_response(body.status, body.code, body.message)
+                where = "body"  # card data in a body we would refuse anyway: say the graver reason
+            elif _carries_card_data(body):
+                where = "body"
         if where is None:
-            return await handler(request)
+            return _redacted(await handler(request))
         CARD_DATA_REFUSED.labels(where).inc()
         log.warning("http.card_data_forbidden", method=request.method, route=route_name(request), where=where)
         return error_response(400, CARD_DATA_CODE, f"{CARD_DATA_MESSAGE} (found in the request's {where})")
 
     return guard
+
+
+def _carries_card_data(body: bodies.Body) -> bool:
+    match body.kind:
+        case "empty":
+            return False
+        case "json":
+            return find_card_number(body.text) or find_card_data(body.document)
+        case "form":
+            return find_in_text_pairs(body.form) or find_card_number(body.text)
+        case "text":
+            return find_in_body(body.raw)
+        case _:
+            assert_never(body.kind)
+
+
+def _refused_body_carries_card_data(raw: bytes) -> bool:
+    """A body the reader refused, read every way a handler might have read it: as text and JSON,
+    and as a form (``card+4242+4242…``), so that the answer names card data when it is there."""
+    if find_in_body(raw):
+        return True
+    form = bodies.parse(raw, bodies.URLENCODED, None, frozenset({bodies.URLENCODED}))
+    return isinstance(form, bodies.Body) and find_in_text_pairs(form.form)
+
+
+def _redacted(response: web.StreamResponse) -> web.StreamResponse:
+    """An error answer with any card number in its text replaced: a second line behind the guard,
+    for a refusal that quotes what some other party sent (a service's answer, a stored value)."""
+    if response.status < 400 or not isinstance(response, web.Response):
+        return response
+    if not isinstance(response.body, bytes):
+        return response
+    text = response.body.decode("utf-8", "replace")
+    if find_card_number(text):
+        response.body = redact_card_numbers(text).encode()
+    return response
 
 
 @web.middleware
@@ -164,14 +218,17 @@ def service_app(
     client_max_size: int,
     middlewares: Sequence[Middleware] = (),
     screen_body: Callable[[web.Request], bool] = _every_request,
+    body_types: frozenset[str] = bodies.JSON_TYPES,
     database: Dependency | None = None,
     **kwargs: Any,
 ) -> web.Application:
-    """An aiohttp application whose first middleware opens the request's span, then the card-data
-    guard, the outage mapping (reporting to ``database``), then the service's own."""
+    """An aiohttp application whose first middleware opens the request's span, then the body reader
+    and card-data guard (bodies of ``body_types`` only), the outage mapping (reporting to
+    ``database``), then the service's own."""
+    guard = card_data_guard(client_max_size, screen_body, body_types)
     return web.Application(
         client_max_size=client_max_size,
-        middlewares=[traced, card_data_guard(client_max_size, screen_body), errors(database), *middlewares],
+        middlewares=[traced, guard, errors(database), *middlewares],
         **kwargs,
     )
 

@@ -6,14 +6,28 @@ Invariants kept here:
 - arithmetic only between equal currencies;
 - conversion to and from decimal text is exact or raises: nothing is ever rounded silently.
 ``Decimal`` appears only at the edges (PSP, MT5), through ``to_decimal`` / ``from_decimal``.
+
+The amount a request may ask to move (``request_amount``): an integer of minor units, positive,
+and at most a ceiling the deployment configures (DESIGN §6, §9), one check at every edge
+(payment-state's API and commands, mt5-credit's deposit intents and withdrawals). The ceiling is a
+sanity bound, not a business limit: it refuses what no honest client sends (``2**53 + 1`` minor
+units, which a JavaScript client cannot even represent, or a number a broker's MT5 would round),
+long before a 64-bit sum could overflow. It is stated in minor units (``AMOUNT_MINOR_MAX``,
+default ``DEFAULT_MINOR_MAX``: 100,000,000.00 in a two-digit currency) and may be set per currency
+(``AMOUNT_MINOR_MAX_BY_CURRENCY=JPY=1000000000,KWD=10000000``), since one number of minor units is
+worth very different sums in JPY and KWD (``backbone.settings.AmountSettings``). An amount is a JSON
+integer: the text ``"100"`` is refused (``invalid_amount``), as a float or a boolean is, because a
+caller that sends text has a different idea of the field than we do.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Final
+from types import MappingProxyType
+from typing import Final, Literal
 
 from backbone.invariants import invariant
 
@@ -215,3 +229,74 @@ def from_decimal(value: Decimal | str, digits: int) -> int:
         if remainder:
             raise MoneyError(f"{value} has more than {digits} decimal places")
     return check_amount_minor(-magnitude if sign else magnitude)
+
+
+# -- the ceiling of a request's amount ---------------------------------------------------------------
+
+DEFAULT_MINOR_MAX: Final = 10_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AmountLimit:
+    """The largest amount one request may move, in minor units, by currency."""
+
+    default_minor: int = DEFAULT_MINOR_MAX
+    by_currency: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        for value in (self.default_minor, *self.by_currency.values()):
+            if not 0 < value <= AMOUNT_MINOR_ABS_MAX:
+                raise ValueError(f"an amount ceiling is 1..{AMOUNT_MINOR_ABS_MAX} minor units")
+
+    def of(self, currency: object) -> int:
+        """The ceiling for ``currency`` (the default one for an unknown or missing currency)."""
+        return (
+            self.by_currency.get(currency, self.default_minor)
+            if isinstance(currency, str)
+            else self.default_minor
+        )
+
+
+DEFAULT_LIMIT: Final = AmountLimit()
+
+
+@dataclass(frozen=True, slots=True)
+class AmountRefused:
+    """Why an amount is refused: ``invalid_amount`` (not a positive integer) or
+    ``amount_too_large`` (over the ceiling); the message names the field and the ceiling."""
+
+    code: Literal["invalid_amount", "amount_too_large"]
+    message: str
+
+
+def request_amount(
+    value: object, currency: object, limit: AmountLimit, name: str = "amount_minor"
+) -> int | AmountRefused:
+    """``value`` if it is a positive integer of minor units within ``limit`` for ``currency``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return AmountRefused("invalid_amount", f"{name} must be an integer number of minor units, not text")
+    if value <= 0:
+        return AmountRefused("invalid_amount", f"{name} must be positive")
+    ceiling = limit.of(currency)
+    if value > ceiling:
+        where = f" of {currency}" if isinstance(currency, str) and currency in limit.by_currency else ""
+        return AmountRefused(
+            "amount_too_large", f"{name} is at most {ceiling} minor units{where} per request"
+        )
+    return value
+
+
+def parse_ceilings(text: str) -> dict[str, int]:
+    """``AMOUNT_MINOR_MAX_BY_CURRENCY``'s ``CUR=minor,…`` as a mapping; raises ValueError naming
+    the first part it cannot read."""
+    ceilings: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        currency, _, raw = part.partition("=")
+        try:
+            currency_exponent(currency.strip())
+            ceilings[currency.strip()] = int(raw.strip())
+        except (MoneyError, ValueError):
+            raise ValueError(f"expected CUR=minor_units, e.g. JPY=1000000000; got {part!r}") from None
+    return ceilings

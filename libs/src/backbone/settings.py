@@ -19,8 +19,11 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final, NoReturn, TypeVar, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from backbone.money import AMOUNT_MINOR_ABS_MAX, DEFAULT_MINOR_MAX, AmountLimit, parse_ceilings
 
 _MISSING: Final = dataclasses.MISSING
 T = TypeVar("T")
@@ -197,3 +200,41 @@ def _convert(raw: str, hint: Any) -> Any:  # noqa: PLR0911 - one branch per supp
     if origin is tuple:
         return tuple(part.strip() for part in raw.split(",") if part.strip())
     raise ValueError(f"unsupported settings type {hint!r}")
+
+
+# -- the ceiling of a request's amount (backbone.money.request_amount) --------------------------------
+
+
+def _check_ceiling(value: int) -> None:
+    if not 0 < value <= AMOUNT_MINOR_ABS_MAX:
+        raise ValueError(f"expected 1..{AMOUNT_MINOR_ABS_MAX} minor units")
+
+
+def _check_ceilings(text: str) -> None:
+    for value in parse_ceilings(text).values():
+        _check_ceiling(value)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AmountSettings:
+    """The ceiling's two variables, for the settings of every process that takes amounts from a
+    request (a base class: keyword-only, so it goes before a subclass's required fields)."""
+
+    amount_minor_max: int = setting(
+        "AMOUNT_MINOR_MAX",
+        DEFAULT_MINOR_MAX,
+        check=_check_ceiling,
+        doc="the largest amount one request may move, in minor units (larger: 400 amount_too_large)",
+    )
+    amount_minor_max_by_currency: str = setting(
+        "AMOUNT_MINOR_MAX_BY_CURRENCY",
+        "",
+        check=_check_ceilings,
+        doc="another ceiling for some currencies: 'JPY=1000000000,KWD=10000000'",
+    )
+
+    @property
+    def amount_limit(self) -> AmountLimit:
+        return AmountLimit(
+            self.amount_minor_max, MappingProxyType(parse_ceilings(self.amount_minor_max_by_currency))
+        )

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from backbone.avro import AvroCodec
-from backbone.carddata import CARD_DATA_CODE, find_card_number
+from backbone.carddata import CARD_DATA_CODE, find_card_number, redact_card_numbers
 from backbone.cli import refuse_card_data
 from backbone.consumer.inbox import claim_events
 from backbone.consumer.messages import (
@@ -144,7 +144,7 @@ def _resolve(
     conn.execute(
         "UPDATE dead_letters SET resolution = %s, resolved_at = now(), resolved_by = %s, resolution_note = %s"
         " WHERE id = %s",
-        (resolution, operator, note, dead_letter_id),
+        (resolution, redact_card_numbers(operator), redact_card_numbers(note), dead_letter_id),
     )
 
 

@@ -28,6 +28,7 @@ from typing import Any, Final, assert_never
 
 from aiohttp import web
 
+from backbone.bodies import json_body
 from backbone.carddata import redact_card_numbers, redact_document
 from backbone.consumer.dlq import (
     AlreadyResolved,
@@ -183,7 +184,7 @@ class _DeadLetters:
 
     async def replay(self, request: web.Request, caller: Caller) -> tuple[int, Any]:
         source, letter_id = self._source(request.match_info["consumer"]), _letter_id(request)
-        reason = await _reason(request)
+        reason = _reason(request)
 
         def act() -> ReplayOutcome:
             with connect(source.database_url, autocommit=True, application_name="dead-letters-api") as conn:
@@ -208,7 +209,7 @@ class _DeadLetters:
 
     async def discard(self, request: web.Request, caller: Caller) -> tuple[int, Any]:
         source, letter_id = self._source(request.match_info["consumer"]), _letter_id(request)
-        reason = await _reason(request)
+        reason = _reason(request)
 
         def act() -> DiscardOutcome:
             with connect(source.database_url, autocommit=True, application_name="dead-letters-api") as conn:
@@ -251,11 +252,8 @@ def _letter_id(request: web.Request) -> int:
     return int(raw)
 
 
-async def _reason(request: web.Request) -> str:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise _Refused(400, "bad_body", 'a JSON object {"reason": "why"}') from None
+def _reason(request: web.Request) -> str:
+    body = json_body(request)  # read, bounded and screened by backbone.http's guard
     reason = body.get("reason") if isinstance(body, dict) else None
     if not isinstance(reason, str) or not reason.strip() or len(reason) > REASON_MAX:
         raise _Refused(400, "bad_body", f"reason: say why, 1-{REASON_MAX} characters")

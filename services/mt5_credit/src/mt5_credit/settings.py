@@ -13,7 +13,7 @@ from typing import Final
 
 from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import topic_name
-from backbone.settings import Secret, setting
+from backbone.settings import AmountSettings, Secret, setting
 
 from mt5_credit.adapters.rates import FixedRates
 
@@ -67,7 +67,7 @@ class WorkerSettings:
 
 
 @dataclass(frozen=True)
-class HttpSettings:
+class HttpSettings(AmountSettings):
     """The HTTP API (``python -m mt5_credit http``): accounts, deposit intents, credit status."""
 
     database_url: Secret = setting("DATABASE_URL", secret=True, doc="mt5_credit's database")

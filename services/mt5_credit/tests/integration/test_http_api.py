@@ -122,15 +122,31 @@ def test_intent_idempotency_replays_and_detects_a_changed_request(api: tuple[Cli
             "k-bad-0002",
             TOKEN_A,
             400,
-            "invalid_request",
+            "invalid_amount",
         ),
         (
             b'{"customer_id": "cust-1", "mt5_login": 5001, "amount_minor": -5, "currency": "USD"}',
             "k-bad-0003",
             TOKEN_A,
             400,
-            "invalid_request",
+            "invalid_amount",
         ),
+        (
+            b'{"customer_id": "cust-1", "mt5_login": 5001, "amount_minor": "100", "currency": "USD"}',
+            "k-bad-0010",
+            TOKEN_A,
+            400,
+            "invalid_amount",
+        ),
+        (
+            b'{"customer_id": "cust-1", "mt5_login": 5001, "amount_minor": 9007199254740993,'
+            b' "currency": "USD"}',
+            "k-bad-0011",
+            TOKEN_A,
+            400,
+            "amount_too_large",
+        ),
+        (b"[" * 5000 + b"]" * 5000, "k-bad-0012", TOKEN_A, 400, "body_too_deep"),
         (
             b'{"customer_id": "cust-1", "mt5_login": 5001, "amount_minor": 5, "currency": "usd"}',
             "k-bad-0004",
@@ -172,8 +188,9 @@ def test_intent_idempotency_replays_and_detects_a_changed_request(api: tuple[Cli
 def test_bad_intent_requests_get_a_clear_4xx_and_store_nothing(
     api: tuple[Client, str], raw: bytes, key: str | None, token: str, status: int, code: str
 ) -> None:
-    """Missing key, malformed JSON, zero/negative amount, bad currency, card data, unknown fields,
-    no FX rate, bad token: the documented 4xx code and no row."""
+    """Missing key, malformed or too deeply nested JSON, an amount that is zero, negative, text or
+    past the ceiling, bad currency, card data, unknown fields, no FX rate, bad token: the
+    documented 4xx code and no row."""
     client, url = api
     _map(client, 5001, "cust-1")
     got = client.call("POST", "/deposit-intents", raw=raw, key=key, token=token)

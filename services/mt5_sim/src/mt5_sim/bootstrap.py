@@ -13,7 +13,7 @@ from mt5_sim.adapters.store import PgStore
 from mt5_sim.application.webapi import ControlState, SimClock, WebApi
 from mt5_sim.domain.auth import password_hash
 from mt5_sim.domain.faults import FaultBook
-from mt5_sim.entrypoints.control import ControlApi
+from mt5_sim.entrypoints.control import BODY_MAX_BYTES, ControlApi
 from mt5_sim.entrypoints.webapi_server import WebApiServer
 from mt5_sim.settings import SimSettings
 
@@ -64,7 +64,7 @@ async def start_simulator(settings: SimSettings, health: Health) -> Simulator:
         api, settings.host, settings.port, idle_timeout_ms=settings.idle_timeout_ms, tls=tls_context(settings)
     )
     await server.start()
-    app = web.Application()
+    app = web.Application(client_max_size=BODY_MAX_BYTES)
     app.add_routes(ControlApi(store, faults, clock, server, control).routes(health))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

@@ -15,6 +15,7 @@ from typing import Final
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.consumer.messages import UnitOfWork
 from backbone.kafka.topics import DLQ_SUFFIX, TopicCatalogue, TopicSpec
+from backbone.money import AmountLimit
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import make_async_pool, make_pool
 from backbone.psp import PspClientSettings
@@ -72,10 +73,13 @@ def codec() -> AvroCodec:
     return AvroCodec(SchemaCatalogue.default())
 
 
-def context(provider: str, merchant_providers: str = "") -> Context:
-    """The default provider and the merchants that use another (``PAYMENT_STATE_MERCHANT_PROVIDERS``)."""
+def context(provider: str, merchant_providers: str = "", amount_limit: AmountLimit | None = None) -> Context:
+    """The default provider, the merchants that use another (``PAYMENT_STATE_MERCHANT_PROVIDERS``)
+    and the ceiling of a request's amount (``AMOUNT_MINOR_MAX``: the api's and the consumer's)."""
     return Context(
-        provider=provider, merchant_providers=MappingProxyType(parse_merchant_providers(merchant_providers))
+        provider=provider,
+        merchant_providers=MappingProxyType(parse_merchant_providers(merchant_providers)),
+        amount_limit=amount_limit or AmountLimit(),
     )
 
 

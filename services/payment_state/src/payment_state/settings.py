@@ -18,7 +18,7 @@ from typing import Final
 
 from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import topic_name
-from backbone.settings import Secret, SettingsError, setting
+from backbone.settings import AmountSettings, Secret, SettingsError, setting
 
 from payment_state.domain.recovery import RecoveryPolicy
 from payment_state.domain.repairs import RepairPolicy
@@ -71,7 +71,7 @@ def kafka_topic(name: str) -> None:
 
 
 @dataclass(frozen=True)
-class ApiSettings:
+class ApiSettings(AmountSettings):
     database_url: Secret = setting("DATABASE_URL", secret=True, doc="payment-state's database")
     api_tokens: Secret = setting(
         "PAYMENT_STATE_API_TOKENS", secret=True, doc="bearer tokens: 'token=merchant_id,token2=merchant_id2'"
@@ -103,7 +103,7 @@ class ApiSettings:
 
 
 @dataclass(frozen=True)
-class ReplaySettings:
+class ReplaySettings(AmountSettings):
     """What the API needs to replay the consumer's dead letters through the consumer's own handler
     (``PAYMENT_STATE_OPERATORS_FILE`` set): the consumer's name and topics, the same variables and
     defaults as ``InboundSettings`` (the API needs no Kafka: a replay writes the outbox)."""
@@ -200,7 +200,7 @@ class ExecutorSettings:
 
 # kw_only: the two backbone settings given defaults here come before required ones in the base class.
 @dataclass(frozen=True, kw_only=True)
-class InboundSettings(ConsumerSettings):
+class InboundSettings(ConsumerSettings, AmountSettings):
     """The consumer of payments.commands, psp.provider-events and recon.repair-commands (CONSUMER_*
     from the backbone, with this service's defaults for the name and the topics)."""
 

@@ -19,6 +19,7 @@ from typing import Final
 
 import pytest
 from aiohttp import web
+from backbone import bodies
 from backbone.health import Health
 from backbone.settings import load_settings
 from payment_state.entrypoints.api import operator_routes
@@ -33,6 +34,7 @@ CARRIERS: Final = {
     "Rejection": (1, "code"),
     "_Invalid": (0, "code"),
     "_Refused": (1, "error"),
+    "Refusal": (1, "code"),  # backbone.bodies: the shared body reader every route passes
 }
 RESOLVE_DEPTH_MAX: Final = 6
 NOT_ANSWERED = {
@@ -189,7 +191,7 @@ def served_codes(app: web.Application) -> tuple[set[str], list[str]]:
     (the dead letters' ``backbone.consumer.dlq_http``), and the places none could be read at."""
     outside = {inspect.getsourcefile(r.handler) for r in app.router.routes()}
     paths = sorted(PACKAGE.rglob("*.py")) + sorted(
-        Path(p) for p in outside if p and PACKAGE not in Path(p).parents
+        Path(p) for p in outside | {inspect.getsourcefile(bodies)} if p and PACKAGE not in Path(p).parents
     )
     readers = [CodeReader(path) for path in paths]
     return set().union(*(r.codes for r in readers)), [u for r in readers for u in r.unread]

@@ -3,15 +3,18 @@ before a body gets here: backbone.http and the consumer's contract check, tested
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
+from backbone.money import AmountLimit
 from payment_state.domain.commands import CreatePaymentRequest, Rejection
 from payment_state.domain.model import CaptureMethod
 from payment_state.domain.validation import (
     check_idempotency_key,
     parse_capture,
     parse_create,
+    parse_refund,
 )
 
 GOOD: dict[str, Any] = {"amount_minor": 1000, "currency": "EUR", "payment_method_token": "pm_tok_123"}
@@ -37,7 +40,8 @@ def test_mt5_login_is_never_accepted() -> None:
         ({"amount_minor": 10.5}, "invalid_amount"),
         ({"amount_minor": "1000"}, "invalid_amount"),
         ({"amount_minor": True}, "invalid_amount"),
-        ({"amount_minor": 2**63}, "invalid_amount"),
+        ({"amount_minor": 2**63}, "amount_too_large"),
+        ({"amount_minor": 2**53 + 1}, "amount_too_large"),
         ({"currency": "eur"}, "invalid_currency"),
         ({"currency": "XXX"}, "invalid_currency"),
         ({"currency": 978}, "invalid_currency"),
@@ -82,3 +86,22 @@ def test_idempotency_key_rules() -> None:
     ]
     for bad, expected in cases:
         assert code(check_idempotency_key(bad)) == expected
+
+
+def test_the_configured_ceiling_holds_for_every_money_request() -> None:
+    """Create, capture, refund and a payout refuse an amount over the deployment's ceiling for its
+    currency (amount_too_large) and take one at it: the one check in backbone.money, per currency."""
+    limit = AmountLimit(1_000_000, MappingProxyType({"JPY": 500}))
+    at, over = {**GOOD, "amount_minor": 1_000_000}, {**GOOD, "amount_minor": 1_000_001}
+    assert isinstance(parse_create(at, limit=limit), CreatePaymentRequest)
+    assert code(parse_create(over, limit=limit)) == "amount_too_large"
+    assert (
+        code(parse_create({**GOOD, "currency": "JPY", "amount_minor": 501}, limit=limit))
+        == "amount_too_large"
+    )
+    assert code(parse_capture("pay_1", {"amount_minor": 1_000_001, "currency": "EUR"}, limit=limit)) == (
+        "amount_too_large"
+    )
+    assert code(parse_refund("pay_1", {"amount_minor": 1_000_001, "currency": "EUR"}, limit=limit)) == (
+        "amount_too_large"
+    )

@@ -9,19 +9,22 @@ from aiohttp import web
 from psp_sim.entrypoints.http_api import prepare_body, request_digest
 
 
-def _code(result: object) -> str:
-    assert isinstance(result, web.Response) and result.status == 400
+def _code(result: object, status: int = 400) -> str:
+    assert isinstance(result, web.Response) and result.status == status
     assert isinstance(result.body, bytes)
     return str(json.loads(result.body)["error"]["code"])
 
 
 def test_bodies_refused_before_parsing() -> None:
-    """Card numbers (even in invalid JSON), card fields, non-UTF-8, non-objects: 400 with a code."""
+    """Card numbers (even in invalid JSON), card fields, non-UTF-8, nesting past the shared reader's
+    bound, another media type, non-objects: a 4xx with a code, never an exception."""
     assert _code(prepare_body(b'{"x": "4242424242424242"')) == "card_data_forbidden"
     assert _code(prepare_body(b'{"card": {"cvc": "123"}}')) == "card_data_forbidden"
-    assert _code(prepare_body(b"\xff\xfe")) == "invalid_json"
+    assert _code(prepare_body(b"\xff\xfe")) == "malformed_json"
     assert _code(prepare_body(b"[1, 2]")) == "invalid_json"
-    assert _code(prepare_body(b"{nope")) == "invalid_json"
+    assert _code(prepare_body(b"{nope")) == "malformed_json"
+    assert _code(prepare_body(b"[" * 5000 + b"]" * 5000)) == "body_too_deep"
+    assert _code(prepare_body(b'{"a": 1}', "text/plain"), 415) == "unsupported_media_type"
     assert prepare_body(b"") == {}
     assert prepare_body(b'{"amount_minor": 5}') == {"amount_minor": 5}
 

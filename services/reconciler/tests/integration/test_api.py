@@ -40,6 +40,7 @@ class Api:
     def call(self, path: str, token: str | None = VIEWER, body: Any = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.base + path, data=data, method="POST" if data else "GET")
+        request.add_header("Content-Type", "application/json")  # as every client of the API sends it
         if token:
             request.add_header("Authorization", f"Bearer {token}")
         try:

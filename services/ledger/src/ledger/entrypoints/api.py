@@ -26,6 +26,7 @@ from typing import Any, Final, assert_never
 
 import psycopg
 from aiohttp import web
+from backbone.bodies import json_body
 from backbone.consumer import dlq_http
 from backbone.health import Health, aiohttp_routes
 from backbone.http import route_name, service_app, unavailable, watch
@@ -246,10 +247,9 @@ class LedgerApi:
     # -- settlement import ---------------------------------------------------------------------------------
 
     async def import_settlement(self, request: web.Request, caller: Caller) -> web.Response:
-        try:
-            doc = json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BadRequest(400, "bad_json", "the body is not JSON") from exc
+        doc = json_body(request)  # read, bounded and screened by backbone.http's guard
+        if doc is None:
+            raise BadRequest(400, "bad_json", "the body is a JSON settlement report")
         import_id = new_event_id()
 
         def run(conn: psycopg.Connection) -> Any:

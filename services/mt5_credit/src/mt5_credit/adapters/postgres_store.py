@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from backbone.carddata import redact_card_numbers
 from backbone.invariants import invariant
 from backbone.kafka.topics import topic_name
 from backbone.outbox.writer import OutboxWriter
@@ -125,7 +126,13 @@ class PgCreditStore(PgCreditClaims):
         self._conn.execute(
             "INSERT INTO withdrawal_audit (withdrawal_id, actor, action, outcome, reason)"
             " VALUES (%s, %s, %s, %s, %s)",
-            (withdrawal_id, actor, action, outcome, None if reason is None else reason[:1000]),
+            (
+                withdrawal_id,
+                actor,
+                action,
+                outcome,
+                None if reason is None else redact_card_numbers(reason)[:1000],
+            ),
         )
 
     def publish_payout(self, withdrawal: Withdrawal, debit: CreditRow) -> None:
@@ -346,3 +353,8 @@ class PgCreditStore(PgCreditClaims):
             " FROM mt5_credits WHERE status = 'unknown'"
         ).fetchone()
         return 0.0 if row is None else float(row[0])
+
+
+def _note(reason: str | None) -> str | None:
+    """An audit row's reason as kept: card numbers redacted (the edges refuse them first), bounded."""
+    return None if reason is None else redact_card_numbers(reason)[:1000]

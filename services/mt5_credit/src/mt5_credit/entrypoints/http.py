@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import os
 import re
 from collections.abc import Awaitable, Callable
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final, assert_never
 
 from aiohttp import web
+from backbone.bodies import json_body
 from backbone.changes import ChangeFeed, conditional_read, read_tag
 from backbone.consumer import dlq_http
 from backbone.consumer.dlq import ReplayContext
@@ -29,7 +29,7 @@ from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, watch
 from backbone.kafka.topics import TopicCatalogue
 from backbone.logs import configure_logging, get_logger
-from backbone.money import currency_exponent
+from backbone.money import AmountRefused, currency_exponent, request_amount
 from backbone.outage import Dependency
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import make_async_pool, make_pool
@@ -152,15 +152,13 @@ class Api:
                 return merchant
         return None
 
+    def _amount(self, body: dict[str, Any]) -> int | web.Response:
+        """The request's amount: an integer within the ceiling (``backbone.amounts``), or its 400."""
+        amount = request_amount(body.get("amount_minor"), body.get("currency"), self._settings.amount_limit)
+        return _error(400, amount.code, amount.message) if isinstance(amount, AmountRefused) else amount
+
     async def _json(self, request: web.Request) -> dict[str, Any] | web.Response:
-        try:
-            raw = await request.text()
-        except web.HTTPRequestEntityTooLarge:
-            return _error(413, "body_too_large", "request body too large")
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return _error(400, "malformed_json", "body is not valid JSON")
+        body = json_body(request)  # read, bounded and screened by backbone.http's guard
         if not isinstance(body, dict):
             return _error(400, "malformed_json", "body must be a JSON object")
         return body
@@ -208,12 +206,15 @@ class Api:
         unknown = set(body) - {"customer_id", "mt5_login", "amount_minor", "currency"}
         if unknown:
             return _error(400, "unknown_fields", f"unknown fields: {sorted(unknown)}")
+        amount = self._amount(body)
+        if isinstance(amount, web.Response):
+            return amount
         try:
             req = IntentRequest(
                 merchant_id=merchant,
                 customer_id=_text(body, "customer_id"),
                 mt5_login=_positive_int(body.get("mt5_login")),
-                amount_minor=_positive_int(body.get("amount_minor")),
+                amount_minor=amount,
                 currency=_currency(body, "currency"),
             )
         except ValueError as exc:
@@ -330,12 +331,15 @@ class Api:
         unknown = set(body) - {"customer_id", "mt5_login", "amount_minor", "currency", "destination_token"}
         if unknown:
             return _error(400, "invalid_request", f"unknown field(s): {', '.join(sorted(unknown))}")
+        amount = self._amount(body)
+        if isinstance(amount, web.Response):
+            return amount
         try:
             req = WithdrawalRequest(
                 merchant_id=merchant,
                 customer_id=_text(body, "customer_id"),
                 mt5_login=_positive_int(body.get("mt5_login")),
-                amount_minor=_positive_int(body.get("amount_minor")),
+                amount_minor=amount,
                 currency=_currency(body, "currency"),
                 destination_token=_token(body, "destination_token"),
             )

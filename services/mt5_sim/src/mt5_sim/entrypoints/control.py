@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from aiohttp import web
+from backbone import bodies
 from backbone.health import Health, aiohttp_routes
 
 from mt5_sim.application.ports import NewDeal, Store, StoreConflict
@@ -26,13 +27,18 @@ from mt5_sim.entrypoints.webapi_server import WebApiServer
 
 DEALS_PER_CALL_MAX: Final = 10_000
 LIST_LIMIT_MAX: Final = 10_000
+BODY_MAX_BYTES: Final = 4 * 1024 * 1024  # a batch of DEALS_PER_CALL_MAX deals
 CLOCK_OFFSET_S_MAX: Final = 10 * 365 * 24 * 3600
 _CURRENCY: Final = re.compile(r"[A-Z]{3}")
 Route = Callable[[web.Request], Awaitable[web.Response]]
 
 
 class BadInput(Exception):
-    """A control request that cannot be applied (400)."""
+    """A control request that cannot be applied (400, unless the body reader said otherwise)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -44,10 +50,10 @@ def _error(status: int, message: str) -> web.Response:
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput("body must be a JSON object") from exc
+    read = await bodies.read(request, bodies.JSON_TYPES, BODY_MAX_BYTES)
+    if isinstance(read, bodies.Refusal):
+        raise BadInput(f"{read.code}: {read.message}", read.status)
+    body = read.document
     if not isinstance(body, dict):
         raise BadInput("body must be a JSON object")
     return body
@@ -136,7 +142,7 @@ class ControlApi:
             try:
                 return await route(request)
             except BadInput as exc:
-                return _error(400, str(exc))
+                return _error(exc.status, str(exc))
             except FaultSpecError as exc:
                 return _error(400, str(exc))
             except StoreConflict as exc:

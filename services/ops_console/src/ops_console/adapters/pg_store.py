@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from backbone.carddata import redact_card_numbers, redact_detail
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -118,7 +119,14 @@ class PgConsoleStore:
             await conn.execute(
                 "INSERT INTO audit (operator, action, target, reason, outcome, detail)"
                 " VALUES (%s, %s, %s, %s, %s, %s)",
-                (operator, action, target[:200], reason[:500], outcome, Jsonb(detail)),
+                (
+                    operator,
+                    action,
+                    redact_card_numbers(target)[:200],
+                    redact_card_numbers(reason)[:500],
+                    outcome,
+                    Jsonb(redact_detail(detail)),
+                ),
             )
 
     async def refused_logins(self, target: str, window_s: int) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from aiohttp import web
+from backbone.bodies import form_body
 
 from ops_console.application.ports import ServiceError, Session
 from ops_console.domain import display
@@ -98,7 +99,7 @@ class CasePages(Pages):
 
     @needs(Permission.CASE_WORK)
     async def acknowledge(self, request: web.Request) -> web.StreamResponse:
-        case_id, form = forms.path_id(request, "case_id"), await request.post()
+        case_id, form = forms.path_id(request, "case_id"), form_body(request)
         return await self._case_act(
             request,
             case_id,
@@ -110,7 +111,7 @@ class CasePages(Pages):
 
     @needs(Permission.REPAIR_PROPOSE)
     async def propose(self, request: web.Request) -> web.StreamResponse:
-        case_id, form = forms.path_id(request, "case_id"), await request.post()
+        case_id, form = forms.path_id(request, "case_id"), form_body(request)
         return await self._case_act(
             request,
             case_id,
@@ -122,7 +123,7 @@ class CasePages(Pages):
 
     @needs(Permission.REPAIR_APPROVE)
     async def approve(self, request: web.Request) -> web.StreamResponse:
-        repair_id, form = forms.path_id(request, "repair_id"), await request.post()
+        repair_id, form = forms.path_id(request, "repair_id"), form_body(request)
         return await self._case_act(
             request,
             forms.form_id(form.get("case_id")),
@@ -134,7 +135,7 @@ class CasePages(Pages):
 
     @needs(Permission.REPAIR_APPROVE)
     async def reject(self, request: web.Request) -> web.StreamResponse:
-        repair_id, form = forms.path_id(request, "repair_id"), await request.post()
+        repair_id, form = forms.path_id(request, "repair_id"), form_body(request)
         return await self._case_act(
             request,
             forms.form_id(form.get("case_id")),

@@ -19,6 +19,7 @@ import re
 from typing import Any, Final
 
 from aiohttp import web
+from backbone.bodies import form_body
 from backbone.carddata import redact_document
 
 from ops_console.application.ports import OperatorApi, ServiceError, Session
@@ -130,7 +131,7 @@ class DeadLetterPages(Pages):
     async def _dead_letter_act(self, request: web.Request, verb: str, done_key: str) -> web.StreamResponse:
         """Replay or discard at the owning service, for the operator, with their reason."""
         service, api, consumer, letter_id = letter = self._letter_target(request)
-        form = await request.post()
+        form = form_body(request)
         return await self.act(
             request,
             api,

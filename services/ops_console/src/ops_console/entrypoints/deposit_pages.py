@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, assert_never
 
 from aiohttp import web
+from backbone.bodies import form_body
 
 from ops_console.application import acts, deposits
 from ops_console.application.ports import Refunded, ServiceError, Session
@@ -114,7 +115,7 @@ class DepositPages(Pages):
         key derived from the form (``domain.refunds``): a double submit is one refund. A bad amount
         or reason is shown on the deposit's page and nothing is sent; every outcome is audited."""
         session: Session = request[SESSION]
-        payment_id, form = _payment_id(request), await request.post()
+        payment_id, form = _payment_id(request), form_body(request)
         merchant = str(form.get("merchant", ""))
         payment = await self._refundable(request, merchant, payment_id)
         payments = self._parts.payments

@@ -17,6 +17,7 @@ import secrets
 from typing import Final
 
 from aiohttp import web
+from backbone.bodies import form_body
 
 from ops_console.application import auth
 from ops_console.application.ports import Session
@@ -53,7 +54,7 @@ class LoginPages(Pages):
         return response
 
     async def login(self, request: web.Request) -> web.StreamResponse:
-        settings, form = self._parts.settings, await request.post()
+        settings, form = self._parts.settings, form_body(request)
         username, password = str(form.get("username", "")), str(form.get("password", ""))
         try:
             logged = (

@@ -32,6 +32,8 @@ from zoneinfo import ZoneInfo
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from backbone import bodies
+from backbone.bodies import form_body
 from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, watch
 from backbone.logs import get_logger
@@ -98,7 +100,12 @@ class Console:
         self._database = Dependency("database", SERVICE_NAME, health, up=False)
 
     def app(self) -> web.Application:
-        app = service_app(middlewares=[self._gate], client_max_size=FORM_MAX, database=self._database)
+        app = service_app(
+            middlewares=[self._gate],
+            client_max_size=FORM_MAX,
+            body_types=bodies.FORM_TYPES,
+            database=self._database,
+        )
         env = aiohttp_jinja2.setup(
             app,
             loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -148,7 +155,7 @@ class Console:
     async def _checked(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith(PUBLIC) or request.path in PUBLIC:
             if request.method == "POST" and request.path == "/login":
-                form = await request.post()
+                form = form_body(request)
                 sent = form.get("csrf")
                 if not isinstance(sent, str) or not secrets.compare_digest(
                     sent.encode(), request.cookies.get(LOGIN_CSRF, "-").encode()
@@ -162,7 +169,7 @@ class Console:
             return web.Response(status=401, text="log in first")
         request[SESSION] = session
         if request.method == "POST":
-            form = await request.post()
+            form = form_body(request)
             sent = form.get("csrf")
             if not auth.csrf_matches(session, sent if isinstance(sent, str) else None):
                 why = "the form's CSRF token is wrong"

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from aiohttp import web
+from backbone.bodies import form_body
 
 from ops_console.application.ports import OperatorApi, ServiceError, Session
 from ops_console.domain.permissions import Permission
@@ -94,13 +95,13 @@ class WithdrawalPages(Pages):
 
     @needs(Permission.WITHDRAWAL_PREPARE)
     async def prepare_withdrawal(self, request: web.Request) -> web.StreamResponse:
-        wid, form = _wid(request), await request.post()
+        wid, form = _wid(request), form_body(request)
         body = forms.reason_only(form)
         return await self._withdrawal_act(request, wid, "prepare_withdrawal", body, "prepare", "prepared")
 
     @needs(Permission.WITHDRAWAL_APPROVE)
     async def approve_withdrawal(self, request: web.Request) -> web.StreamResponse:
-        wid, form = _wid(request), await request.post()
+        wid, form = _wid(request), form_body(request)
 
         def body() -> dict[str, Any]:
             digest = forms.digest(form.get("command_digest", ""), "prepared withdrawal's")
@@ -110,7 +111,7 @@ class WithdrawalPages(Pages):
 
     @needs(Permission.WITHDRAWAL_PREPARE)
     async def reject_withdrawal(self, request: web.Request) -> web.StreamResponse:
-        wid, form = _wid(request), await request.post()
+        wid, form = _wid(request), form_body(request)
         body = forms.reason_only(form)
         return await self._withdrawal_act(request, wid, "reject_withdrawal", body, "reject", "w_rejected")
 

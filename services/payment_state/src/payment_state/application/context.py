@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from backbone.ids import new_id
+from backbone.money import AmountLimit
 
 
 def _now_ms() -> int:
@@ -30,6 +31,7 @@ class Context:
     new_id: Callable[[str], str] = field(default=new_id)
     now_ms: Callable[[], int] = field(default=_now_ms)
     merchant_providers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    amount_limit: AmountLimit = field(default_factory=AmountLimit)  # of a request (backbone.amounts)
 
     def provider_for(self, merchant_id: str) -> str:
         """The provider a new payment (or payout) of ``merchant_id`` goes to."""

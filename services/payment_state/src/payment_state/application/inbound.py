@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from backbone.consumer.messages import BatchHandler, InboundEvent, Refuse, UnitOfWork
 from backbone.logs import get_logger
+from backbone.money import AmountLimit
 
 from payment_state.application import metrics
 from payment_state.application.context import Context
@@ -125,7 +126,7 @@ def _provider_event(
     )
 
 
-def _command_request(event: InboundEvent) -> PaymentRequest | Rejection:
+def _command_request(event: InboundEvent, limit: AmountLimit) -> PaymentRequest | Rejection:
     body: dict[str, Any] = event.event.body
     payment_id = event.event.envelope.payment_id
     if not valid_payment_id(payment_id):
@@ -133,22 +134,22 @@ def _command_request(event: InboundEvent) -> PaymentRequest | Rejection:
     fields = {k: v for k, v in body.items() if k not in ("envelope", "merchant_id", "idempotency_key")}
     match event.event_type:
         case "CreatePayment":
-            parsed = parse_create(fields)
+            parsed = parse_create(fields, limit=limit)
             if isinstance(parsed, Rejection):
                 return parsed
             return replace(parsed, payment_id=payment_id)
         case "CapturePayment":
-            return parse_capture(payment_id, fields)
+            return parse_capture(payment_id, fields, limit=limit)
         case "CancelPayment":
             return parse_cancel(payment_id, fields)
         case _:
-            return parse_refund(payment_id, fields)
+            return parse_refund(payment_id, fields, limit=limit)
 
 
 def _command(store: PaymentStore, ctx: Context, event: InboundEvent) -> None:
     body = event.event.body
     merchant_id, key = str(body["merchant_id"]), str(body["idempotency_key"])
-    request = check_idempotency_key(key) or _command_request(event)
+    request = check_idempotency_key(key) or _command_request(event, ctx.amount_limit)
     if isinstance(request, Rejection):
         metrics.COMMANDS.labels(event.event_type, str(request.http_status)).inc()
         raise Refuse(f"{request.code}: {request.message}", event.event_id)
@@ -179,7 +180,9 @@ def _payout_command(store: PaymentStore, ctx: Context, event: InboundEvent) -> N
     body = event.event.body
     merchant_id, key = str(body["merchant_id"]), str(body["idempotency_key"])
     fields = {k: v for k, v in body.items() if k not in ("envelope", "merchant_id", "idempotency_key")}
-    request = check_idempotency_key(key) or parse_create_payout(event.event.envelope.payment_id, fields)
+    request = check_idempotency_key(key) or parse_create_payout(
+        event.event.envelope.payment_id, fields, limit=ctx.amount_limit
+    )
     result = (
         request if isinstance(request, Rejection) else create_payout(store, ctx, merchant_id, key, request)
     )

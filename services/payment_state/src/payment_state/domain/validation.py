@@ -16,7 +16,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 from backbone.carddata import find_card_number
-from backbone.money import AMOUNT_MINOR_ABS_MAX, MoneyError, currency_exponent
+from backbone.money import (
+    DEFAULT_LIMIT,
+    AmountLimit,
+    AmountRefused,
+    MoneyError,
+    currency_exponent,
+    request_amount,
+)
 
 from payment_state.domain.commands import (
     CancelRequest,
@@ -63,13 +70,15 @@ def _screen(body: object, allowed: frozenset[str]) -> Mapping[str, Any]:
     return body
 
 
-def _amount(body: Mapping[str, Any], name: str = "amount_minor") -> int:
-    value = body.get(name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _Invalid("invalid_amount", f"{name} must be an integer number of minor units")
-    if not 0 < value <= AMOUNT_MINOR_ABS_MAX:
-        raise _Invalid("invalid_amount", f"{name} must be positive")
-    return value
+def _amount(body: Mapping[str, Any], limit: AmountLimit) -> int:
+    amount = request_amount(body.get("amount_minor"), body.get("currency"), limit)
+    match amount:
+        case int():
+            return amount
+        case AmountRefused(code="amount_too_large", message=message):
+            raise _Invalid("amount_too_large", message)
+        case AmountRefused(message=message):
+            raise _Invalid("invalid_amount", message)
 
 
 def _currency(body: Mapping[str, Any]) -> str:
@@ -106,7 +115,7 @@ _CREATE_FIELDS: Final = frozenset(
 )
 
 
-def parse_create(body: object) -> CreatePaymentRequest | Rejection:
+def parse_create(body: object, *, limit: AmountLimit = DEFAULT_LIMIT) -> CreatePaymentRequest | Rejection:
     def parse() -> CreatePaymentRequest:
         fields = _screen(body, _CREATE_FIELDS)
         token = fields.get("payment_method_token")
@@ -116,7 +125,7 @@ def parse_create(body: object) -> CreatePaymentRequest | Rejection:
         if method not in ("manual", "automatic"):
             raise _Invalid("invalid_capture_method", "capture_method must be 'manual' or 'automatic'")
         return CreatePaymentRequest(
-            amount_minor=_amount(fields),
+            amount_minor=_amount(fields, limit),
             currency=_currency(fields),
             payment_method_token=token,
             capture_method=CaptureMethod(method),
@@ -126,12 +135,14 @@ def parse_create(body: object) -> CreatePaymentRequest | Rejection:
     return _guarded(parse)
 
 
-def parse_capture(payment_id: str, body: object) -> CaptureRequest | Rejection:
+def parse_capture(
+    payment_id: str, body: object, *, limit: AmountLimit = DEFAULT_LIMIT
+) -> CaptureRequest | Rejection:
     def parse() -> CaptureRequest:
         fields = _screen(body, frozenset({"amount_minor", "currency"}))
         if fields.get("amount_minor") is None and fields.get("currency") is None:
             return CaptureRequest(payment_id)
-        return CaptureRequest(payment_id, _amount(fields), _currency(fields))
+        return CaptureRequest(payment_id, _amount(fields, limit), _currency(fields))
 
     return _guarded(parse)
 
@@ -144,10 +155,14 @@ def parse_cancel(payment_id: str, body: object) -> CancelRequest | Rejection:
     return _guarded(parse)
 
 
-def parse_refund(payment_id: str, body: object) -> RefundRequest | Rejection:
+def parse_refund(
+    payment_id: str, body: object, *, limit: AmountLimit = DEFAULT_LIMIT
+) -> RefundRequest | Rejection:
     def parse() -> RefundRequest:
         fields = _screen(body, frozenset({"amount_minor", "currency", "reason"}))
-        return RefundRequest(payment_id, _amount(fields), _currency(fields), _optional_text(fields, "reason"))
+        return RefundRequest(
+            payment_id, _amount(fields, limit), _currency(fields), _optional_text(fields, "reason")
+        )
 
     return _guarded(parse)
 
@@ -196,7 +211,9 @@ def _destination(body: Mapping[str, Any]) -> str:
     return value
 
 
-def parse_create_payout(withdrawal_id: str, body: object) -> CreatePayoutRequest | Rejection:
+def parse_create_payout(
+    withdrawal_id: str, body: object, *, limit: AmountLimit = DEFAULT_LIMIT
+) -> CreatePayoutRequest | Rejection:
     """A ``CreatePayout`` command's fields (without envelope, merchant and key), keyed by
     ``withdrawal_id`` (the Kafka key, which must be the body's withdrawal id)."""
 
@@ -221,7 +238,7 @@ def parse_create_payout(withdrawal_id: str, body: object) -> CreatePayoutRequest
         return CreatePayoutRequest(
             withdrawal_id=withdrawal_id,
             provider=provider,
-            amount_minor=_amount(fields),
+            amount_minor=_amount(fields, limit),
             currency=_currency(fields),
             destination_token=_destination(fields),
             source_payment_id=source,

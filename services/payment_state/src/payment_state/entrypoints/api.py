@@ -71,7 +71,7 @@ def main() -> None:
     outbox = bootstrap.outbox_writer(bootstrap.topic_catalogue(), bootstrap.codec())
     writes = _lane(url, settings.db_pool_size_max, "payment-state-api-writes", outbox)
     reads = bootstrap.async_pool(url, settings.read_pool_size_max, "payment-state-api-reads")
-    ctx = bootstrap.context(settings.provider, settings.merchant_providers)
+    ctx = bootstrap.context(settings.provider, settings.merchant_providers, settings.amount_limit)
     health = Health.configured()
     database = Dependency("database", "payment_state-api", health, up=False)
     changes = ChangeFeed(url, CHANGES_CHANNEL, name="payment-state-api")

@@ -25,6 +25,7 @@ from typing import Any, Final, TypeVar
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from backbone.bodies import json_body
 from backbone.changes import ChangeFeed, conditional_read, read_tag
 from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, unavailable
@@ -56,7 +57,6 @@ log = get_logger(__name__)
 T = TypeVar("T")
 _JSON: Final = "application/json"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-BODY_MAX_BYTES: Final = web.AppKey("body_max_bytes", int)
 
 
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
@@ -111,11 +111,13 @@ class Api:
     # -- routes ------------------------------------------------------------------------------------
 
     async def create(self, request: web.Request) -> web.StreamResponse:
-        return await self._money_call(request, parse_create, tag_created=True)
+        limit = self._ctx.amount_limit
+        return await self._money_call(request, lambda body: parse_create(body, limit=limit), tag_created=True)
 
     async def capture(self, request: web.Request) -> web.StreamResponse:
         return await self._money_call(
-            request, lambda body: parse_capture(request.match_info["payment_id"], body)
+            request,
+            lambda body: parse_capture(request.match_info["payment_id"], body, limit=self._ctx.amount_limit),
         )
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:
@@ -125,7 +127,8 @@ class Api:
 
     async def refund(self, request: web.Request) -> web.StreamResponse:
         return await self._money_call(
-            request, lambda body: parse_refund(request.match_info["payment_id"], body)
+            request,
+            lambda body: parse_refund(request.match_info["payment_id"], body, limit=self._ctx.amount_limit),
         )
 
     async def get(self, request: web.Request) -> web.StreamResponse:
@@ -196,10 +199,8 @@ class Api:
         payment_id = request.match_info.get("payment_id")
         if payment_id is not None and not valid_payment_id(payment_id):
             return _error(404, "payment_not_found", "no such payment")
-        body = await _read_json(request)
-        if isinstance(body, web.Response):
-            return body
-        parsed = parse(body)
+        body = json_body(request)  # read, bounded and screened by backbone.http's guard
+        parsed = parse({} if body is None else body)
         key = request.headers.get("Idempotency-Key")
         problem = parsed if isinstance(parsed, Rejection) else check_idempotency_key(key)
         if problem is not None:
@@ -236,22 +237,6 @@ def _unauthenticated() -> web.Response:
 def _reply(reply: Reply) -> web.Response:
     headers = {"Idempotent-Replayed": "true"} if reply.replayed else None
     return _json(reply.status, reply.body, headers)
-
-
-async def _read_json(request: web.Request) -> object | web.Response:
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _error(
-            413, "body_too_large", f"request bodies are limited to {request.app[BODY_MAX_BYTES]} bytes"
-        )
-    if not raw.strip():
-        return {}
-    try:
-        parsed: object = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return _error(400, "malformed_json", "the body is not valid JSON")
-    return parsed
 
 
 def _route(request: web.Request) -> str:
@@ -298,7 +283,6 @@ def build_app(
     """The API; ``operator_routes``: the consumer's dead letters for operators (``backbone.consumer.
     dlq_http``), when an operators file is configured."""
     app = service_app(client_max_size=body_max_bytes, middlewares=[_observing(database)], database=database)
-    app[BODY_MAX_BYTES] = body_max_bytes
     app.add_routes(
         [
             web.post("/payments", api.create),

@@ -14,6 +14,7 @@ from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler
 from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import TopicCatalogue
+from backbone.money import AmountLimit
 from backbone.outbox.writer import OutboxWriter
 
 from payment_state import bootstrap
@@ -40,6 +41,8 @@ class _Inbound(Protocol):
     @property
     def provider(self) -> str: ...
     @property
+    def amount_limit(self) -> AmountLimit: ...
+    @property
     def merchant_providers(self) -> str: ...
 
 
@@ -65,7 +68,7 @@ def parts(settings: _Inbound) -> tuple[BatchHandler, AvroCodec, TopicCatalogue, 
     )
     avro = bootstrap.codec()
     handler = make_handler(
-        bootstrap.context(settings.provider, settings.merchant_providers),
+        bootstrap.context(settings.provider, settings.merchant_providers, settings.amount_limit),
         bootstrap.WEBHOOK_PARSERS,
         bootstrap.store_for(settings.events_topic, settings.repair_outcomes_topic),
     )

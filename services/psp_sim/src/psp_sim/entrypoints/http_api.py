@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 from aiohttp import web
+from backbone import bodies
+from backbone.bodies import JSON
 from backbone.carddata import find_card_field, find_card_number
 from backbone.health import Health, aiohttp_routes
 from backbone.logs import get_logger
@@ -61,18 +63,17 @@ def _valid_key(key: str | None) -> bool:
     )
 
 
-def prepare_body(raw: bytes) -> dict[str, Any] | web.Response:
-    """The parsed JSON object of a write, or the 400 that refuses it (card data, not JSON, not an object)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return error_response(400, "invalid_request_error", "invalid_json", "The body is not UTF-8.")
-    if find_card_number(text):
+def prepare_body(raw: bytes, content_type: str = JSON) -> dict[str, Any] | web.Response:
+    """The parsed JSON object of a write, or the 4xx that refuses it: what ``backbone.bodies``
+    refuses (media type, syntax, nesting), card data, not an object."""
+    if find_card_number(raw.decode("latin-1")):  # before anything else, valid JSON or not
         return _card_refusal()
-    try:
-        document = json.loads(text) if text.strip() else {}
-    except (ValueError, RecursionError):
-        return error_response(400, "invalid_request_error", "invalid_json", "The body is not valid JSON.")
+    parsed = bodies.parse(raw, content_type, None, bodies.JSON_TYPES)
+    if isinstance(parsed, bodies.Refusal):
+        return error_response(parsed.status, "invalid_request_error", parsed.code, parsed.message)
+    if find_card_number(parsed.text):
+        return _card_refusal()
+    document = {} if parsed.document is None else parsed.document
     if not isinstance(document, dict):
         return error_response(400, "invalid_request_error", "invalid_json", "The body must be a JSON object.")
     if find_card_field(document):
@@ -199,7 +200,7 @@ class ApiHandlers:
                 f"An Idempotency-Key header of 1..{IDEMPOTENCY_KEY_LENGTH_MAX} visible ASCII "
                 "characters is required on every write.",
             )
-        document = prepare_body(raw)
+        document = prepare_body(raw, request.content_type)
         if isinstance(document, web.Response):
             return document
         command = parse(document)
@@ -329,7 +330,7 @@ class ApiHandlers:
     # -- reports (Stripe-like report runs; the simulator's runs succeed at once) ----------------------
 
     async def create_report_run(self, request: web.Request) -> web.StreamResponse:
-        document = prepare_body(await request.read())
+        document = prepare_body(await request.read(), request.content_type)
         if isinstance(document, web.Response):
             return document
         kind = REPORT_TYPES.get(str(document.get("report_type")))

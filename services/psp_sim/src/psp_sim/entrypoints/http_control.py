@@ -6,12 +6,12 @@ authenticated (see the README). Every error is ``{"error": {"code", "message"}}`
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, cast
 
 from aiohttp import web
+from backbone import bodies
 from backbone.health import Health, aiohttp_routes
 
 from psp_sim.application.config import ConfigError
@@ -29,9 +29,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class BadRequest(Exception):
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
         super().__init__(message)
-        self.code, self.message = code, message
+        self.code, self.message, self.status = code, message, status
 
 
 def _ok(document: Any, status: int = 200) -> web.Response:
@@ -57,13 +57,10 @@ def _csv(text: str, name: str) -> web.Response:
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
-    if not raw.strip():
-        return {}
-    try:
-        document = json.loads(raw)
-    except ValueError:
-        raise BadRequest("invalid_json", "The body is not valid JSON.") from None
+    body = await bodies.read(request, bodies.JSON_TYPES, BODY_MAX_BYTES)
+    if isinstance(body, bodies.Refusal):
+        raise BadRequest(body.code, body.message, body.status)
+    document = {} if body.document is None else body.document
     if not isinstance(document, dict):
         raise BadRequest("invalid_json", "The body must be a JSON object.")
     return document
@@ -94,7 +91,7 @@ class ControlHandlers:
         try:
             return await handler(request)
         except BadRequest as bad:
-            return _error(400, bad.code, bad.message)
+            return _error(bad.status, bad.code, bad.message)
         except (ConfigError, FaultRuleError) as bad:
             return _error(400, "parameter_invalid", str(bad))
         except web.HTTPRequestEntityTooLarge:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from backbone.carddata import redact_card_numbers, redact_detail, redact_text
 from backbone.outbox import OutboxWriter
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
@@ -221,12 +222,12 @@ def _audit(
 ) -> None:
     conn.execute(
         insert(audit).values(
-            operator=operator[:200],
+            operator=redact_card_numbers(operator)[:200],
             action=action,
-            target=target,
+            target=redact_card_numbers(target),
             outcome=outcome,
-            reason=reason,
-            detail=detail,
+            reason=redact_text(reason),
+            detail=redact_detail(detail),
         )
     )
 

@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from aiohttp import web
+from backbone import bodies
 from backbone.consumer import dlq_http
 from backbone.health import Health, aiohttp_routes
 from backbone.http import service_app, watch
@@ -126,7 +127,12 @@ class ReconApi:
         self._gauges_at = 0.0
 
     def app(self) -> web.Application:
-        app = service_app(middlewares=[self._middleware], client_max_size=BODY_MAX, database=self._database)
+        app = service_app(
+            middlewares=[self._middleware],
+            client_max_size=BODY_MAX,
+            body_types=bodies.JSON_TYPES | {bodies.CSV},
+            database=self._database,
+        )
         app.add_routes(aiohttp_routes(self._health))
         view, work = self._guard(VIEW), self._guard(WORK)
         propose, approve = self._guard(PROPOSE), self._guard(APPROVE)
@@ -248,10 +254,7 @@ class ReconApi:
 
     async def acknowledge(self, request: web.Request, caller: Caller) -> web.Response:
         case_id = path_id(request, "case_id")
-        try:
-            body = await request.json()
-        except ValueError:
-            raise BadRequest(400, "bad_body", 'the body must be JSON: {"note": "why"}') from None
+        body = bodies.json_body(request)
         note = body.get("note") if isinstance(body, dict) else None
         if not isinstance(note, str) or not note.strip() or len(note) > NOTE_MAX:
             raise BadRequest(400, "bad_body", f"note: why, 1-{NOTE_MAX} characters")
@@ -333,7 +336,7 @@ class ReconApi:
     async def decisions(self, request: web.Request, caller: Caller) -> web.Response:
         if request.content_type == "text/csv":
             try:
-                decisions = parse_decisions(await request.text())
+                decisions = parse_decisions(bodies.text_body(request))
             except DecisionsRefused as refused:
                 raise BadRequest(400, "bad_decisions", str(refused)) from None
         else:

@@ -11,6 +11,7 @@ from datetime import date
 from typing import Any
 
 from aiohttp import web
+from backbone import bodies
 from multidict import MultiMapping
 
 from reconciler.domain.decisions import EXPORT_COLUMNS, ROWS_MAX, Decision, DecisionsRefused, parse_decisions
@@ -59,10 +60,7 @@ def bulk(body: dict[str, Any]) -> list[Decision]:
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise BadRequest(400, "bad_body", "the body must be a JSON object") from None
+    body = bodies.json_body(request)  # read, bounded and screened by backbone.http's guard
     if not isinstance(body, dict):
         raise BadRequest(400, "bad_body", "the body must be a JSON object")
     return body
