@@ -21,8 +21,11 @@ that sends ``X-Operator`` is refused too, so the header can never be smuggled pa
 **The operator's merchants.** The front end also names the merchants the person may see, in
 ``X-Operator-Merchants`` (comma-separated). A service that keeps records of several merchants
 answers such a caller only for those (``Caller.merchants``); a front end that names none gets
-none (fail closed). A service token's own caller has ``merchants = None``: it is not a person
-acting through a front end, and what it may see is its permissions' business alone.
+none (fail closed). ``*`` alone (``EVERY_MERCHANT``) names every merchant: the operator's
+``merchants`` is None, as a service token's own caller's. A service token's own caller has
+``merchants = None``: it is not a person acting through a front end, and what it may see is its
+permissions' business alone. A record that names no merchant is seen only by a caller of every
+merchant (``Caller.sees(None)``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ ASSERT: Final = "operators:assert"
 OPERATOR_HEADER: Final = "X-Operator"
 OPERATOR_PERMISSIONS_HEADER: Final = "X-Operator-Permissions"
 OPERATOR_MERCHANTS_HEADER: Final = "X-Operator-Merchants"
+EVERY_MERCHANT: Final = "*"  # alone in X-Operator-Merchants: the operator has every merchant
 MERCHANTS_MAX: Final = 100  # merchants one operator may carry in the header
 
 
@@ -48,12 +52,16 @@ MERCHANTS_MAX: Final = 100  # merchants one operator may carry in the header
 class Caller:
     principal: str
     permissions: frozenset[str]
-    # the merchants an operator acting through a front end may see; None: a service token's own
+    # the merchants an operator acting through a front end may see; None: every merchant (a
+    # service token's own caller, or an operator the front end names with EVERY_MERCHANT)
     merchants: frozenset[str] | None = None
 
-    def sees(self, merchant_id: str) -> bool:
-        """Whether a record of ``merchant_id`` may be shown to (or acted on by) this caller."""
-        return self.merchants is None or merchant_id in self.merchants
+    def sees(self, merchant_id: str | None) -> bool:
+        """Whether a record of ``merchant_id`` may be shown to (or acted on by) this caller; a record
+        of no merchant (None) only to a caller of every merchant."""
+        if self.merchants is None:
+            return True
+        return merchant_id is not None and merchant_id in self.merchants
 
 
 class TokenFileError(ValueError):
@@ -115,6 +123,8 @@ class Tokens:
             return None
         asserted = frozenset(p for p in headers.get(OPERATOR_PERMISSIONS_HEADER, "").split(",") if p)
         merchants = frozenset(m for m in headers.get(OPERATOR_MERCHANTS_HEADER, "").split(",") if m)
+        if merchants == {EVERY_MERCHANT}:
+            return Caller(operator, (asserted & caller.permissions) - {ASSERT}, None)
         if len(merchants) > MERCHANTS_MAX or not all(PRINCIPAL_RE.fullmatch(m) for m in merchants):
-            return None
+            return None  # malformed, too many, or "*" beside named merchants: ambiguous, refused
         return Caller(operator, (asserted & caller.permissions) - {ASSERT}, merchants)

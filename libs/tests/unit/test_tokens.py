@@ -77,6 +77,20 @@ def test_an_operator_sees_the_merchants_the_front_end_names_and_no_others(tokens
     assert service is not None and service.merchants is None and service.sees("broker-eu")
 
 
+def test_an_operator_of_every_merchant_is_named_by_a_star_alone(tokens: Tokens) -> None:
+    """``*`` alone in X-Operator-Merchants is every merchant (merchants None, records of no merchant
+    included); ``*`` beside named merchants is ambiguous and refuses the caller; an operator of
+    named merchants never sees a record of no merchant."""
+    every = tokens.authenticate(bearer(CONSOLE, **{"X-Operator": "root", "X-Operator-Merchants": "*"}))
+    assert every is not None and every.merchants is None
+    assert every.sees("broker-eu") and every.sees(None)
+    mixed = {"X-Operator": "root", "X-Operator-Merchants": "*,broker-eu"}
+    assert tokens.authenticate(bearer(CONSOLE, **mixed)) is None
+    one = {"X-Operator": "alice", "X-Operator-Merchants": "broker-eu"}
+    named = tokens.authenticate(bearer(CONSOLE, **one))
+    assert named is not None and named.sees("broker-eu") and not named.sees(None)
+
+
 def test_a_file_with_an_unknown_permission_is_refused(tmp_path: Path) -> None:
     """A permission the service does not know refuses the whole file, naming the line."""
     path = tmp_path / "tokens"
