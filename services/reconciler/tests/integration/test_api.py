@@ -22,7 +22,7 @@ from backbone.postgres import connect
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import free_port
 from backbone.tokens import token_hash
-from reconciler.adapters.pg_store import CASE_PAYMENT_REFS
+from reconciler.adapters.pg_case_reads import CASE_PAYMENT_REFS
 from reconciler.adapters.tables import cases
 from reconciler.testing.world import DAY, SettlementLine, World, at
 from sqlalchemy import func, select

@@ -3,7 +3,8 @@
 Each method is its own transaction (``engine.begin()``), except the run lock, which holds one
 connection for the whole run: ``pg_try_advisory_lock`` (or ``pg_advisory_lock`` when waiting) on a
 key of the business date. PostgreSQL releases it when that connection ends, so a crashed run never
-blocks the date; the next run marks the crashed run's row ``failed``.
+blocks the date; the next run marks the crashed run's row ``failed``. What operators read (runs,
+the case queue, the gauges) is ``pg_case_reads.CaseReads``, a part of this store.
 """
 
 from __future__ import annotations
@@ -22,20 +23,18 @@ from sqlalchemy import (
     Connection,
     Engine,
     Table,
-    and_,
     create_engine,
     func,
-    literal_column,
-    or_,
     select,
     text,
     update,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects.postgresql import distinct_on, insert
+from sqlalchemy.dialects.postgresql import insert
 
 from reconciler.adapters import plain_settlement
 from reconciler.adapters.matching import match_all
+from reconciler.adapters.pg_case_reads import CaseReads
 from reconciler.adapters.tables import (
     bank_rows,
     case_history,
@@ -72,12 +71,6 @@ from reconciler.domain.reports import BankRow, ParsedReport, PlainFile, ReportTy
 LOCK_NAMESPACE: Final = 0x5EC0  # advisory lock key 1: the reconciler's runs; key 2: the date
 INSERT_CHUNK: Final = 5000
 ACTOR: Final = "reconciler"
-# what names a payment in a case's records: migration 0010's index expression, exactly
-CASE_PAYMENT_REFS: Final = func.jsonb_path_query_array(
-    cases.c.evidence, literal_column("'strict $.**.payment_id'::jsonpath")
-).op("||")(
-    func.jsonb_path_query_array(cases.c.evidence, literal_column("'strict $.**.payment_intent_id'::jsonpath"))
-)
 log = get_logger(__name__)
 
 
@@ -125,7 +118,7 @@ _COMPARED: Final = {
 }
 
 
-class PgReconStore:
+class PgReconStore(CaseReads):
     def __init__(self, engine: Engine, outbox: OutboxWriter | None, events_topic: str) -> None:
         self._engine, self._outbox, self._topic = engine, outbox, events_topic
 
@@ -486,125 +479,6 @@ class PgReconStore:
         conn.execute(
             insert(case_history).values(case_id=case_id, action=action, run_id=run_id, actor=actor, note=note)
         )
-
-    # -- operator reads --------------------------------------------------------------------------------
-
-    def runs_of(self, business_date: date | None, limit: int = 50) -> list[dict[str, Any]]:
-        query = select(runs).order_by(runs.c.id.desc()).limit(limit)
-        if business_date is not None:
-            query = query.where(runs.c.business_date == business_date)
-        with self._engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(query)]
-
-    def run(self, run_id: int) -> dict[str, Any] | None:
-        with self._engine.connect() as conn:
-            row = conn.execute(select(runs).where(runs.c.id == run_id)).first()
-        return None if row is None else dict(row._mapping)
-
-    def cases_where(
-        self,
-        *,
-        business_date: date | None = None,
-        status: str | None = None,
-        case_class: str | None = None,
-        limit: int = 100,
-        payment_refs: Sequence[str] = (),
-    ) -> list[dict[str, Any]]:
-        """Cases by date, status and class; with ``payment_refs``, only those whose records name one
-        of them (our payment id or the PSP's payment id: the ``cases_payment_refs`` index)."""
-        query = (
-            select(
-                cases.c.id,
-                cases.c.case_key,
-                cases.c.case_class,
-                cases.c.severity,
-                cases.c.business_date,
-                cases.c.status,
-                cases.c.summary,
-                cases.c.opened_at,
-                cases.c.updated_at,
-                cases.c.reopened,
-            )
-            .order_by(cases.c.id)
-            .limit(limit)
-        )
-        conditions = []
-        if business_date is not None:
-            conditions.append(cases.c.business_date == business_date)
-        if status is not None:
-            conditions.append(cases.c.status == status)
-        if case_class is not None:
-            conditions.append(cases.c.case_class == case_class)
-        if payment_refs:
-            named = [CASE_PAYMENT_REFS.op("@>")(func.jsonb_build_array(ref)) for ref in payment_refs]
-            conditions.append(or_(*named))
-        if conditions:
-            query = query.where(and_(*conditions))
-        with self._engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(query)]
-
-    def ping(self) -> None:
-        with self._engine.connect() as conn:
-            conn.execute(select(1))
-
-    def gauges(self, days: int = 7) -> dict[str, Any]:
-        """What the alerts read (seed 002 §6.1): open cases by class and severity, the oldest open
-        case's age, and per business date of the last ``days``: the last successful run, the last
-        run's duration, the incomplete or failed runs."""
-        with self._engine.connect() as conn:
-            open_by = conn.execute(
-                select(cases.c.case_class, cases.c.severity, func.count())
-                .where(cases.c.status != CaseStatus.RESOLVED.value)
-                .group_by(cases.c.case_class, cases.c.severity)
-            ).all()
-            oldest = conn.execute(
-                select(func.extract("epoch", func.now() - func.min(cases.c.opened_at))).where(
-                    cases.c.status != CaseStatus.RESOLVED.value
-                )
-            ).scalar()
-            recent = runs.c.started_at > func.now() - text(f"interval '{int(days)} days'")
-            per_date = conn.execute(
-                select(
-                    runs.c.business_date,
-                    func.max(func.extract("epoch", runs.c.finished_at)).filter(
-                        runs.c.status.in_(["clean", "discrepancies"])
-                    ),
-                    func.count().filter(runs.c.status.in_(["incomplete", "failed"])),
-                )
-                .where(recent)
-                .group_by(runs.c.business_date)
-            ).all()
-            durations = conn.execute(
-                select(
-                    runs.c.business_date,
-                    func.extract("epoch", runs.c.finished_at - runs.c.started_at),
-                )
-                .where(recent, runs.c.finished_at.is_not(None))
-                .ext(distinct_on(runs.c.business_date))
-                .order_by(runs.c.business_date, runs.c.id.desc())
-            ).all()
-        return {
-            "open": [(c, s, int(n)) for c, s, n in open_by],
-            "oldest_open_s": float(oldest) if oldest is not None else 0.0,
-            "dates": [(str(d), float(ok) if ok is not None else None, int(bad)) for d, ok, bad in per_date],
-            "durations": [(str(d), float(s)) for d, s in durations],
-        }
-
-    def case(self, case_id: int) -> dict[str, Any] | None:
-        with self._engine.connect() as conn:
-            row = conn.execute(select(cases).where(cases.c.id == case_id)).first()
-            if row is None:
-                return None
-            history = [
-                dict(h._mapping)
-                for h in conn.execute(
-                    select(case_history).where(case_history.c.case_id == case_id).order_by(case_history.c.id)
-                )
-            ]
-        found = dict(row._mapping)
-        found.pop("evidence_digest", None)
-        found["history"] = history
-        return found
 
 
 def _copy(conn: Connection, table: Table, rows: Iterable[tuple[Any, ...]]) -> None:
