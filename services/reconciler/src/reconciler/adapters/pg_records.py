@@ -17,6 +17,7 @@ import psycopg
 from backbone.logs import get_logger
 from backbone.outbox import OutboxWriter
 
+from reconciler.adapters import pg_merchants
 from reconciler.domain.cases import SEVERITY, CaseClass, evidence_digest
 from reconciler.domain.intake import (
     Attention,
@@ -28,6 +29,7 @@ from reconciler.domain.intake import (
     RepairDone,
     Settled,
 )
+from reconciler.domain.merchants import merchant_of, refs_of
 
 log = get_logger(__name__)
 ACTOR: Final = "reconciler"
@@ -61,8 +63,8 @@ _REPAIR_DONE: Final = (
 _HISTORY: Final = "INSERT INTO case_history (case_id, action, actor, note) VALUES (%s, %s, %s, %s)"
 _MONITOR_OPEN: Final = (
     "INSERT INTO cases (case_key, case_class, severity, business_date, status, summary, evidence,"
-    " evidence_digest) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s) ON CONFLICT (case_key) DO NOTHING"
-    " RETURNING id"
+    " evidence_digest, merchant_id) VALUES (%s, %s, %s, %s, 'open', %s, %s, %s, %s)"
+    " ON CONFLICT (case_key) DO NOTHING RETURNING id"
 )
 # the monitor resolves only what no run has confirmed yet (a run's evidence outranks an alert's)
 _MONITOR_CLEAR: Final = (
@@ -231,8 +233,11 @@ class PgRecordStore:
         evidence: dict[str, Any],
         actor: str,
     ) -> bool:
-        """Open a case before any run finds it (nothing if the key is taken)."""
+        """Open a case before any run finds it (nothing if the key is taken), with the merchant its
+        records name (the batch's own records included: they are written before)."""
         severity = SEVERITY[CaseClass(case_class)].value
+        refs = refs_of(evidence)
+        merchant = merchant_of(refs, pg_merchants.known(cur, refs))
         row = cur.execute(
             _MONITOR_OPEN,
             (
@@ -243,6 +248,7 @@ class PgRecordStore:
                 summary,
                 json.dumps(evidence),
                 evidence_digest(evidence),
+                merchant,
             ),
         ).fetchone()
         if row is None:

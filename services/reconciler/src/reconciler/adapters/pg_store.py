@@ -9,7 +9,7 @@ the case queue, the gauges) is ``pg_case_reads.CaseReads``, a part of this store
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date
 from typing import Any, Final
@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import insert
 
-from reconciler.adapters import plain_settlement
+from reconciler.adapters import pg_merchants, plain_settlement
 from reconciler.adapters.matching import match_all
 from reconciler.adapters.pg_case_reads import CaseReads
 from reconciler.adapters.tables import (
@@ -66,6 +66,7 @@ from reconciler.domain.cases import (
     Unchanged,
     UpdateEvidence,
 )
+from reconciler.domain.merchants import KnownMerchants, MerchantRefs
 from reconciler.domain.reports import BankRow, ParsedReport, PlainFile, ReportType, SettlementRow
 
 LOCK_NAMESPACE: Final = 0x5EC0  # advisory lock key 1: the reconciler's runs; key 2: the date
@@ -387,29 +388,24 @@ class PgReconStore(CaseReads):
                 )
             ]
 
-    def apply_cases(self, run_id: int, business_date: date, actions: Sequence[CaseAction]) -> dict[str, int]:
+    def known_merchants(self, refs: MerchantRefs) -> KnownMerchants:
+        with self._engine.connect() as conn, _raw(conn).cursor() as cur:
+            return pg_merchants.known(cur, refs)
+
+    def apply_cases(
+        self,
+        run_id: int,
+        business_date: date,
+        actions: Sequence[CaseAction],
+        merchants: Mapping[str, str | None],
+    ) -> dict[str, int]:
         counts = {"opened": 0, "updated": 0, "reopened": 0, "resolved": 0, "unchanged": 0}
         events: list[tuple[str, str, dict[str, Any]]] = []
         with self._engine.begin() as conn:
             for action in actions:
                 match action:
                     case Open(finding=f):
-                        case_id = conn.execute(
-                            insert(cases)
-                            .values(
-                                case_key=f.case_key,
-                                case_class=f.case_class.value,
-                                severity=f.severity.value,
-                                business_date=business_date,
-                                status=CaseStatus.OPEN.value,
-                                summary=f.summary,
-                                evidence=f.evidence,
-                                evidence_digest=f.digest,
-                                first_run_id=run_id,
-                                last_run_id=run_id,
-                            )
-                            .returning(cases.c.id)
-                        ).scalar_one()
+                        case_id = self._open(conn, f, business_date, run_id)
                         self._history(conn, case_id, "opened", run_id, f.summary)
                         events.append(("CaseOpened", f.case_key, _opened(case_id, business_date, f)))
                         counts["opened"] += 1
@@ -447,12 +443,35 @@ class PgReconStore(CaseReads):
                             )
                         )
                         counts["resolved"] += 1
+            with _raw(conn).cursor() as cur:  # every case the run found, opened or not: one statement
+                pg_merchants.stamp(cur, merchants)
             if self._outbox is not None and events:
-                raw = conn.connection.driver_connection
                 messages = [self._outbox.event(self._topic, t, key, body) for t, key, body in events]
-                self._outbox.write(raw, messages)  # type: ignore[arg-type]
+                self._outbox.write(_raw(conn), messages)
             failpoints.hit("reconciler.run.cases_written")  # written, not committed
         return counts
+
+    @staticmethod
+    def _open(conn: Connection, f: Finding, business_date: date, run_id: int) -> int:
+        """A new case of the run's finding (its merchant is written with the run's others)."""
+        return int(
+            conn.execute(
+                insert(cases)
+                .values(
+                    case_key=f.case_key,
+                    case_class=f.case_class.value,
+                    severity=f.severity.value,
+                    business_date=business_date,
+                    status=CaseStatus.OPEN.value,
+                    summary=f.summary,
+                    evidence=f.evidence,
+                    evidence_digest=f.digest,
+                    first_run_id=run_id,
+                    last_run_id=run_id,
+                )
+                .returning(cases.c.id)
+            ).scalar_one()
+        )
 
     @staticmethod
     def _evidence(conn: Connection, case_id: int, run_id: int, f: Finding, *, reopen: bool = False) -> None:
@@ -481,14 +500,19 @@ class PgReconStore(CaseReads):
         )
 
 
+def _raw(conn: Connection) -> psycopg.Connection[Any]:
+    """The transaction's own psycopg connection (under SQLAlchemy's)."""
+    raw = conn.connection.driver_connection
+    assert isinstance(raw, psycopg.Connection)
+    return raw
+
+
 def _copy(conn: Connection, table: Table, rows: Iterable[tuple[Any, ...]]) -> None:
     """Bulk insert with COPY on the transaction's own psycopg connection (an import of a million
     rows is one statement, not a million). Rows are tuples in the table's column order, without the
     generated ``id``."""
-    raw = conn.connection.driver_connection
-    assert isinstance(raw, psycopg.Connection)
     columns = ", ".join(c.name for c in table.columns if c.name != "id")
-    with raw.cursor() as cur, cur.copy(f"COPY {table.name} ({columns}) FROM STDIN") as copy:
+    with _raw(conn).cursor() as cur, cur.copy(f"COPY {table.name} ({columns}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
 

@@ -216,6 +216,7 @@ cases = Table(
     Column("updated_at"),
     Column("resolved_at"),
     Column("resolution", Text),
+    Column("merchant_id", Text),  # migration 0011: the merchant its records name, or NULL
 )
 
 case_history = Table(

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import date
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from reconciler.domain.cases import CaseAction, Finding, KnownCase
 from reconciler.domain.intake import Record
+from reconciler.domain.merchants import KnownMerchants, MerchantRefs
 from reconciler.domain.reports import ParsedReport, PlainFile, ReportType
 
 
@@ -137,8 +138,19 @@ class ReconStore(Protocol):
 
     def open_cases_of(self, business_date: date) -> list[KnownCase]: ...
 
-    def apply_cases(self, run_id: int, business_date: date, actions: Sequence[CaseAction]) -> dict[str, int]:
-        """Write the case actions with their history and CaseOpened/CaseResolved events."""
+    def known_merchants(self, refs: MerchantRefs) -> KnownMerchants:
+        """What our records say about the ids ``refs`` name (``domain.merchants``)."""
+        ...
+
+    def apply_cases(
+        self,
+        run_id: int,
+        business_date: date,
+        actions: Sequence[CaseAction],
+        merchants: Mapping[str, str | None],
+    ) -> dict[str, int]:
+        """Write the case actions with their history and CaseOpened/CaseResolved events, and each
+        found case's merchant (``merchants``: by case key, None for none), in one transaction."""
         ...
 
     def finish_run(

@@ -9,7 +9,9 @@
 3. Read MT5's balance deals for the day's window widened by the grace period on both sides; a read
    that did not complete makes the run incomplete, and the MT5 layer is skipped (never "no deals").
 4. Match every layer the inputs allow (``adapters.matching``), then move the case queue
-   (``domain.cases.decide``): an incomplete run opens and updates cases but resolves none.
+   (``domain.cases.decide``): an incomplete run opens and updates cases but resolves none. Every
+   case the run finds is given the merchant its records name (``domain.merchants``), so a merchant
+   that became known since (a fact that arrived late) reaches a case found again too.
 
 Status: ``clean`` (complete, no finding), ``discrepancies`` (complete, findings), ``incomplete``
 (an input missing or unreadable; findings still become cases), ``failed`` (the run itself broke).
@@ -40,6 +42,7 @@ from reconciler.application.ports import (
 )
 from reconciler.domain.cases import Finding, decide
 from reconciler.domain.dates import BusinessCalendar
+from reconciler.domain.merchants import MerchantRefs, merchant_of, refs_of
 from reconciler.domain.reports import ReportRefused
 
 log = get_logger(__name__)
@@ -150,7 +153,7 @@ def _run(
     complete = not problems
     known = store.known_cases([f.case_key for f in findings])
     actions = decide(findings, known, store.open_cases_of(day), complete=complete)
-    case_counts = store.apply_cases(run_id, day, actions)
+    case_counts = store.apply_cases(run_id, day, actions, _merchants(store, findings))
     status = "incomplete" if problems else ("discrepancies" if findings else "clean")
     summary: dict[str, Any] = {"counts": counts, "cases": case_counts, "findings": len(findings)}
     store.finish_run(run_id, status, problems, summary, settlement_id, bank_id)
@@ -163,3 +166,10 @@ def _run(
         problems=problems,
     )
     return RunResult(run_id, day, status, problems, counts, case_counts, findings)
+
+
+def _merchants(store: ReconStore, findings: list[Finding]) -> dict[str, str | None]:
+    """Each finding's merchant, from the records it names: one lookup for the whole run."""
+    refs = {f.case_key: refs_of(f.evidence) for f in findings}
+    known = store.known_merchants(MerchantRefs.union(refs.values()))
+    return {key: merchant_of(r, known) for key, r in refs.items()}

@@ -58,10 +58,18 @@ class MerchantRefs:
 
     @staticmethod
     def union(all_refs: Iterable[MerchantRefs]) -> MerchantRefs:
-        found = MerchantRefs()
+        """The refs of many cases (a run's findings) as one, for one lookup: linear, not pairwise."""
+        merchants: set[str] = set()
+        payments: set[str] = set()
+        intents: set[tuple[str, str]] = set()
+        comments: set[str] = set()
         for refs in all_refs:
-            found = found | refs
-        return found
+            merchants |= refs.merchants
+            payments |= refs.payments
+            intents |= refs.intents
+            comments |= refs.comments
+        kept = (frozenset(merchants), frozenset(payments), frozenset(intents), frozenset(comments))
+        return MerchantRefs(*kept)
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,6 +154,7 @@ class World:
     reports: ScriptedReports = field(default_factory=ScriptedReports)
     outbox: OutboxWriter = field(default_factory=lambda: OutboxWriter(CODEC, CATALOGUE, "reconciler"))
     settlement: list[SettlementLine] = field(default_factory=list)
+    merchant: str = "m1"  # whose deposits, refunds and withdrawals the next events are
 
     def __post_init__(self) -> None:
         self.engine = make_engine(self.url)
@@ -232,7 +233,7 @@ class World:
             "PaymentCaptured",
             pay,
             {
-                "merchant_id": "m1",
+                "merchant_id": self.merchant,
                 "operation_id": op,
                 "provider": "simpsp",
                 "provider_payment_id": pi,
@@ -292,7 +293,7 @@ class World:
             "RefundSucceeded",
             pay,
             {
-                "merchant_id": "m1",
+                "merchant_id": self.merchant,
                 "refund_id": refund_id,
                 "operation_id": f"op-{refund_id}",
                 "provider": "simpsp",
@@ -360,7 +361,7 @@ class World:
         if debited:
             self._debit(n, wid, debit_id, amount, login, t, journals)
         payout = {
-            "merchant_id": "m1",
+            "merchant_id": self.merchant,
             "withdrawal_id": wid,
             "operation_id": f"op-po-{n}",
             "provider": "simpsp",
