@@ -12,6 +12,7 @@ import urllib.request
 from typing import Any
 
 import pytest
+from reconciler.domain.merchants import EVERY_MERCHANT
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -27,7 +28,9 @@ def _a_case(console: Console) -> int:
     world.deposit(2, settled=False)
     world.publish_reports()
     assert world.classes(world.run()) == ["internal_only"]
-    [case] = world.store.cases_where(business_date=None, status=None, case_class=None, limit=5)
+    [case] = world.store.cases_where(
+        business_date=None, status=None, case_class=None, limit=5, scope=EVERY_MERCHANT
+    )
     return int(case["id"])
 
 
@@ -110,7 +113,7 @@ def test_bad_form_values_change_nothing(console: Console, browser: Any) -> None:
         driver.find_element(By.ID, "propose-button").click()
         assert expected in driver.find_element(By.CLASS_NAME, "error").text
     _shot(driver, "07-bad-amount")
-    assert console.world.desk.repairs_where(case_id=case_id) == []
+    assert console.world.desk.repairs_where(case_id=case_id, scope=EVERY_MERCHANT) == []
 
 
 def _session(console: Console, name: str) -> tuple[str, str]:
@@ -152,7 +155,7 @@ def test_missing_permission_and_csrf(console: Console) -> None:
     alice, _ = _session(console, "alice")
     assert _post(console, f"/cases/{case_id}/repairs", alice, {**form, "csrf": "forged"}) == 403
     assert _post(console, f"/cases/{case_id}/repairs", "", form) == 401
-    assert console.world.desk.repairs_where(case_id=case_id) == []
+    assert console.world.desk.repairs_where(case_id=case_id, scope=EVERY_MERCHANT) == []
     request = urllib.request.Request(console.base + "/audit?operator=carol")
     request.add_header("Cookie", f"console_session={session}")
     page = urllib.request.urlopen(request, timeout=10).read().decode()

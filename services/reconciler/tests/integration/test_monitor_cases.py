@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 from reconciler.domain.cases import CaseStatus
+from reconciler.domain.merchants import EVERY_MERCHANT
 from reconciler.testing.world import DAY, World, at
 
 pytestmark = pytest.mark.integration
@@ -43,8 +44,8 @@ def test_an_alert_opens_the_runs_case_early_and_the_run_takes_it_over(world: Wor
     world.publish_reports()
     for _ in range(2):
         world.deliver("MonitorAlert", "pay-2", _alert(made), at(DAY, 11))
-    [listed] = world.store.cases_where()
-    case = world.store.case(int(listed["id"])) or {}
+    [listed] = world.store.cases_where(scope=EVERY_MERCHANT)
+    case = world.store.case(int(listed["id"]), scope=EVERY_MERCHANT) or {}
     assert (case["case_key"], case["status"], case["first_run_id"]) == (
         "not_credited:capture:op-2",
         "open",
@@ -53,10 +54,10 @@ def test_an_alert_opens_the_runs_case_early_and_the_run_takes_it_over(world: Wor
     assert case["summary"].startswith("monitor: capture:op-2") and _announced(world) == ["CaseOpened"]
     result = world.run()
     assert world.classes(result) == ["not_credited"] and result.cases["updated"] == 1
-    case = world.store.case(int(listed["id"])) or {}
+    case = world.store.case(int(listed["id"]), scope=EVERY_MERCHANT) or {}
     assert "fact" in case["evidence"] and case["last_run_id"] == result.run_id
     world.deliver("MonitorAlert", "pay-2", _alert(made, "cleared"), at(DAY, 12))
-    assert (world.store.case(int(listed["id"])) or {})["status"] == CaseStatus.OPEN
+    assert (world.store.case(int(listed["id"]), scope=EVERY_MERCHANT) or {})["status"] == CaseStatus.OPEN
 
 
 def test_a_cleared_alert_resolves_the_case_no_run_confirmed(world: World) -> None:
@@ -67,7 +68,7 @@ def test_a_cleared_alert_resolves_the_case_no_run_confirmed(world: World) -> Non
     world.publish_reports()
     world.deliver("MonitorAlert", "pay-2", _alert(made), at(DAY, 11))
     world.deliver("MonitorAlert", "pay-2", _alert(made, "cleared"), at(DAY, 12))
-    [listed] = world.store.cases_where()
-    case = world.store.case(int(listed["id"])) or {}
+    [listed] = world.store.cases_where(scope=EVERY_MERCHANT)
+    case = world.store.case(int(listed["id"]), scope=EVERY_MERCHANT) or {}
     assert case["status"] == CaseStatus.RESOLVED and "monitor saw" in case["resolution"]
     assert _announced(world) == ["CaseOpened", "CaseResolved"]

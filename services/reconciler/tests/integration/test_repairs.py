@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import json
 import threading
+from functools import partial
 from typing import Any
 
 import psycopg
 import pytest
 from backbone.avro import AvroCodec, SchemaCatalogue
-from reconciler.application.repairs import acknowledge, approve, propose, reject
+from reconciler.application import repairs
 from reconciler.domain.cases import CaseStatus
+from reconciler.domain.merchants import EVERY_MERCHANT
 from reconciler.domain.repairs import RepairRefused, RepairStatus, RepairType
 from reconciler.testing.world import World
+
+# the operators here have every merchant (an operator limited to merchants: test_scope_api.py)
+propose, approve, reject, acknowledge = (
+    partial(act, scope=EVERY_MERCHANT)
+    for act in (repairs.propose, repairs.approve, repairs.reject, repairs.acknowledge)
+)
 
 pytestmark = pytest.mark.integration
 CODEC = AvroCodec(SchemaCatalogue.default())
@@ -26,7 +34,7 @@ def _not_credited(world: World) -> int:
     world.deposit(2, credited=False)
     world.publish_reports()
     assert world.classes(world.run()) == ["not_credited"]
-    [case] = world.store.cases_where()
+    [case] = world.store.cases_where(scope=EVERY_MERCHANT)
     return int(case["id"])
 
 
@@ -38,7 +46,8 @@ def _outbox(world: World) -> list[tuple[str, str, dict[str, Any]]]:
 
 def _audit(world: World) -> list[tuple[str, str, str, str]]:
     return [
-        (a["operator"], a["action"], a["target"], a["outcome"]) for a in reversed(world.desk.audit_where())
+        (a["operator"], a["action"], a["target"], a["outcome"])
+        for a in reversed(world.desk.audit_where(scope=EVERY_MERCHANT))
     ]
 
 
@@ -87,7 +96,7 @@ def test_a_money_repair_needs_a_second_person_and_goes_out_once(world: World) ->
         "bob",
         proposed.command_digest,
     )
-    repair = world.desk.repair(proposed.repair_id)
+    repair = world.desk.repair(proposed.repair_id, scope=EVERY_MERCHANT)
     assert repair is not None and (repair["status"], repair["approved_by"]) == ("sent", "bob")
     assert _audit(world) == [
         ("alice", "propose", f"repair:{proposed.repair_id}", "done"),
@@ -148,13 +157,13 @@ def test_an_approved_close_resolves_the_case_and_it_stays_resolved(world: World)
         world.desk, "alice", case_id, RepairType.CLOSE, reason="test deposit, credited by hand in MT5"
     )
     assert approve(world.desk, "bob", close.repair_id, close.command_digest) is RepairStatus.EXECUTED
-    case = world.store.case(case_id)
+    case = world.store.case(case_id, scope=EVERY_MERCHANT)
     assert case is not None and case["status"] == CaseStatus.RESOLVED
     assert "proposed by alice, approved by bob" in case["resolution"]
     assert [h["action"] for h in case["history"]][-3:] == ["repair_proposed", "resolved", "repair_executed"]
     assert [t for t, _, _ in _outbox(world)][-1] == "CaseResolved"
     world.run()
-    case = world.store.case(case_id)
+    case = world.store.case(case_id, scope=EVERY_MERCHANT)
     assert case is not None and case["status"] == CaseStatus.RESOLVED
     _refused(
         "case_resolved",
@@ -261,15 +270,15 @@ def test_the_executing_services_answer_is_recorded_once(world: World) -> None:
     answer naming another digest is ignored."""
     repair_id, digest, case_id = _approved_credit(world)
     world.deliver("RepairOutcome", "pay-2", _outcome(repair_id, "0" * 64), 1)
-    assert (world.desk.repair(repair_id) or {})["status"] == "sent"
+    assert (world.desk.repair(repair_id, scope=EVERY_MERCHANT) or {})["status"] == "sent"
     world.deliver("RepairOutcome", "pay-2", _outcome(repair_id, digest), 2)
     world.deliver("RepairOutcome", "pay-2", _outcome(repair_id, digest, "refused"), 3)
-    repair = world.desk.repair(repair_id)
+    repair = world.desk.repair(repair_id, scope=EVERY_MERCHANT)
     assert repair is not None and (repair["status"], repair["outcome_detail"]) == (
         "executed",
         "credited through the normal flow",
     )
-    case = world.store.case(case_id)
+    case = world.store.case(case_id, scope=EVERY_MERCHANT)
     assert case is not None
     executed = [h for h in case["history"] if h["action"] == "repair_executed"]
     assert len(executed) == 1 and executed[0]["actor"] == "mt5_credit" and "rep:77" in executed[0]["note"]
@@ -282,7 +291,9 @@ def test_a_missing_journal_repair_carries_the_fact_the_ledger_books(world: World
     world.deposit(1, journals=False, credited=False)
     world.publish_reports()
     world.run()
-    [case] = [c for c in world.store.cases_where() if c["case_class"] == "missing_journal"]
+    [case] = [
+        c for c in world.store.cases_where(scope=EVERY_MERCHANT) if c["case_class"] == "missing_journal"
+    ]
     _refused(
         "fact_is_whole",
         propose,
@@ -320,7 +331,7 @@ def test_an_external_only_repair_carries_the_settlement_row_for_payment_state(wo
     with psycopg.connect(world.url) as conn:
         conn.execute("DELETE FROM money_facts WHERE payment_id = %s", (ghost["payment_id"],))
     world.run()
-    [case] = [c for c in world.store.cases_where() if c["case_class"] == "external_only"]
+    [case] = [c for c in world.store.cases_where(scope=EVERY_MERCHANT) if c["case_class"] == "external_only"]
     proposed = propose(world.desk, "alice", case["id"], RepairType.APPLY_PROVIDER_FACT, reason="webhook lost")
     approve(world.desk, "bob", proposed.repair_id, proposed.command_digest)
     [body] = [b for t, _, b in _outbox(world) if t == "ExecuteRepair"]

@@ -10,6 +10,7 @@ from dataclasses import replace
 import psycopg
 import pytest
 from reconciler.application.ports import RunInProgress
+from reconciler.domain.merchants import EVERY_MERCHANT
 from reconciler.testing.world import DAY, HOUR_MS, World, at
 
 pytestmark = pytest.mark.integration
@@ -31,7 +32,7 @@ def test_a_clean_day_gives_no_case(world: World) -> None:
     assert result.counts["settlement_rows_matched"] == 5
     assert result.counts["captures_credited"] == 5
     assert result.counts["operations_with_deal"] == 5
-    assert world.store.cases_where() == []
+    assert world.store.cases_where(scope=EVERY_MERCHANT) == []
 
 
 def test_the_sealed_matches_keep_one_match_per_record_and_layer(world: World) -> None:
@@ -213,7 +214,7 @@ def test_rerunning_a_date_gives_the_same_cases(world: World) -> None:
     second = world.run()
     assert [f.case_key for f in first.findings] == [f.case_key for f in second.findings]
     assert first.cases["opened"] == 1 and second.cases["opened"] == 0 and second.cases["unchanged"] == 1
-    assert len(world.store.cases_where()) == 1
+    assert len(world.store.cases_where(scope=EVERY_MERCHANT)) == 1
 
 
 def test_fixed_evidence_resolves_and_changed_evidence_reopens(world: World) -> None:
@@ -227,14 +228,14 @@ def test_fixed_evidence_resolves_and_changed_evidence_reopens(world: World) -> N
     world.publish_reports()
     fixed = world.run()
     assert fixed.status == "clean" and fixed.cases["resolved"] == 1
-    [case] = world.store.cases_where()
+    [case] = world.store.cases_where(scope=EVERY_MERCHANT)
     assert case["status"] == "resolved"
     world.settlement[-1] = replace(late["line"], gross_minor=49_000)  # type: ignore[arg-type]
     world.publish_reports()
     again = world.run()
     assert world.classes(again) == ["amount_mismatch"]
     assert again.cases["opened"] == 1  # another class, another case; the resolved one stays resolved
-    statuses = sorted((c["case_class"], c["status"]) for c in world.store.cases_where())
+    statuses = sorted((c["case_class"], c["status"]) for c in world.store.cases_where(scope=EVERY_MERCHANT))
     assert statuses == [("amount_mismatch", "open"), ("internal_only", "resolved")]
 
 
@@ -244,7 +245,7 @@ def test_a_resolved_case_found_again_with_new_evidence_is_reopened(world: World)
     world.settlement[0] = replace(world.settlement[0], gross_minor=world.settlement[0].gross_minor + 1)
     world.publish_reports()
     world.run()
-    [case] = world.store.cases_where()
+    [case] = world.store.cases_where(scope=EVERY_MERCHANT)
     with psycopg.connect(world.url, autocommit=True) as conn:
         conn.execute(
             "UPDATE cases SET status = 'resolved', resolution = 'PSP error acknowledged' WHERE id = %s",
@@ -252,12 +253,14 @@ def test_a_resolved_case_found_again_with_new_evidence_is_reopened(world: World)
         )
     same = world.run()
     assert same.cases["unchanged"] == 1
-    assert world.store.cases_where()[0]["status"] == "resolved"  # same evidence: stays resolved
+    assert (
+        world.store.cases_where(scope=EVERY_MERCHANT)[0]["status"] == "resolved"
+    )  # same evidence: stays resolved
     world.settlement[0] = replace(world.settlement[0], gross_minor=world.settlement[0].gross_minor + 5)
     world.publish_reports()
     changed = world.run()
     assert changed.cases["reopened"] == 1
-    [reopened] = world.store.cases_where()
+    [reopened] = world.store.cases_where(scope=EVERY_MERCHANT)
     assert reopened["status"] == "open" and reopened["reopened"] == 1
 
 
@@ -286,7 +289,7 @@ def test_mt5_unreachable_makes_the_run_incomplete_and_resolves_nothing(world: Wo
     assert result.status == "incomplete"
     assert any("MT5" in p for p in result.problems)
     assert result.cases["resolved"] == 0
-    assert world.store.cases_where()[0]["status"] == "open"
+    assert world.store.cases_where(scope=EVERY_MERCHANT)[0]["status"] == "open"
 
 
 def test_unreachable_psp_or_a_refused_report_is_incomplete(world: World) -> None:

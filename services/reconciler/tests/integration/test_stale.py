@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from reconciler.domain.cases import CaseStatus
+from reconciler.domain.merchants import EVERY_MERCHANT
 from reconciler.testing.world import DAY, HOUR_MS, World, at
 
 pytestmark = pytest.mark.integration
@@ -78,7 +79,7 @@ def test_a_stuck_payment_operation_is_a_case_until_its_end_is_seen(world: World)
     assert before_the_end.findings[0].digest == finding.digest  # the age is not evidence
     after = world.run()
     assert after.status == "clean"
-    [case] = world.store.cases_where()
+    [case] = world.store.cases_where(scope=EVERY_MERCHANT)
     assert case["status"] == CaseStatus.RESOLVED
 
 
@@ -132,7 +133,7 @@ def test_a_stuck_mt5_credit_is_a_case_beside_the_missing_credit(world: World) ->
     world.journal(f"mt5-credit:{made['credit_id']}", "pay-2", 50_000, "USD", t)
     world.deals.add(7001, f"dep:{made['credit_id']}", "500.00", t - 500)
     assert world.run().status == "clean"
-    assert {c["status"] for c in world.store.cases_where()} == {CaseStatus.RESOLVED}
+    assert {c["status"] for c in world.store.cases_where(scope=EVERY_MERCHANT)} == {CaseStatus.RESOLVED}
 
 
 def test_an_end_seen_before_the_attention_settles_nothing(world: World) -> None:
@@ -152,7 +153,7 @@ def test_an_end_seen_before_the_attention_settles_nothing(world: World) -> None:
     result = world.run()
     assert world.classes(result) == ["not_credited", "stale_mt5_operation"]
     assert world.run().findings == result.findings  # a re-run: the same cases
-    assert len(world.store.cases_where()) == 2
+    assert len(world.store.cases_where(scope=EVERY_MERCHANT)) == 2
 
 
 def test_an_attention_raised_inside_the_day_window_only(world: World) -> None:
@@ -181,7 +182,7 @@ def test_an_attention_is_a_case_at_once_and_its_end_resolves_it_before_any_run(w
     world.deliver(
         "PaymentNeedsAttention", "pay-5", _payment_attention("op-5", "unknown_unresolved", None), at(DAY, 9)
     )
-    [case] = world.store.cases_where()
+    [case] = world.store.cases_where(scope=EVERY_MERCHANT)
     assert (case["case_key"], case["status"]) == (
         "stale_operation:payment:pay-5:op-5:unknown_unresolved",
         "open",
@@ -199,6 +200,6 @@ def test_an_attention_is_a_case_at_once_and_its_end_resolves_it_before_any_run(w
         },
         at(DAY, 10),
     )
-    assert world.store.cases_where()[0]["status"] == CaseStatus.RESOLVED
+    assert world.store.cases_where(scope=EVERY_MERCHANT)[0]["status"] == CaseStatus.RESOLVED
     assert world.run().status == "clean"
-    assert world.store.cases_where()[0]["status"] == CaseStatus.RESOLVED
+    assert world.store.cases_where(scope=EVERY_MERCHANT)[0]["status"] == CaseStatus.RESOLVED

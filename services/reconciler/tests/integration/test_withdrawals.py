@@ -9,6 +9,7 @@ from dataclasses import replace
 import psycopg
 import pytest
 from reconciler.adapters.matching import LAYERS
+from reconciler.domain.merchants import EVERY_MERCHANT
 from reconciler.testing.world import DAY, SettlementLine, World, at
 
 pytestmark = pytest.mark.integration
@@ -47,7 +48,7 @@ def test_a_clean_day_with_withdrawals_gives_no_case(world: World) -> None:
             (result.run_id, LAYERS["capture_credit"]),
         ).fetchone()
         assert credit_pairs == (0,)
-    assert world.store.cases_where() == []
+    assert world.store.cases_where(scope=EVERY_MERCHANT) == []
 
 
 def test_payout_discrepancies_are_found_and_a_rerun_gives_the_same_cases(world: World) -> None:
@@ -84,14 +85,18 @@ def test_payout_discrepancies_are_found_and_a_rerun_gives_the_same_cases(world: 
     assert {f.case_key for f in result.findings} == expected
     mismatch = next(f for f in result.findings if f.case_class.value == "amount_mismatch")
     assert f"payout-return:{wid3}" in mismatch.summary
-    opened = [(c["id"], c["case_key"], c["status"], c["updated_at"]) for c in world.store.cases_where()]
+    opened = [
+        (c["id"], c["case_key"], c["status"], c["updated_at"])
+        for c in world.store.cases_where(scope=EVERY_MERCHANT)
+    ]
     assert {key for _, key, _, _ in opened} == expected
 
     again = world.run()
     assert {f.case_key for f in again.findings} == expected
     # same keys, same evidence: no case opened twice, none updated or resolved
     assert [
-        (c["id"], c["case_key"], c["status"], c["updated_at"]) for c in world.store.cases_where()
+        (c["id"], c["case_key"], c["status"], c["updated_at"])
+        for c in world.store.cases_where(scope=EVERY_MERCHANT)
     ] == opened
 
 
@@ -127,5 +132,5 @@ def test_money_out_without_its_mt5_side_is_found(world: World) -> None:
         f"payout_without_debit:payout:{wid4}",
         f"return_not_given_back:payout-return:{wid5}",
     }
-    high = {c["case_class"]: c["severity"] for c in world.store.cases_where()}
+    high = {c["case_class"]: c["severity"] for c in world.store.cases_where(scope=EVERY_MERCHANT)}
     assert high == {"payout_without_debit": "high", "return_not_given_back": "high"}

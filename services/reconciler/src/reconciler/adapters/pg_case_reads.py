@@ -1,6 +1,7 @@
 """``CaseReads``: what operators read of the reconciler (runs, the case queue, one case with its
 history) and the gauges the alerts read, on PostgreSQL through SQLAlchemy Core. A part of
-``PgReconStore``; each read is its own short transaction."""
+``PgReconStore``; each read is its own short transaction. Cases are read within the operator's
+merchants (``scope``, ``pg_scope``); runs and the gauges are the whole day's, of no merchant."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any, Final
 from sqlalchemy import Engine, and_, func, literal_column, or_, select, text
 from sqlalchemy.dialects.postgresql import distinct_on
 
+from reconciler.adapters.pg_scope import sees_case
 from reconciler.adapters.tables import case_history, cases, runs
 from reconciler.domain.cases import CaseStatus
+from reconciler.domain.merchants import Scope
 
 # what names a payment in a case's records: migration 0010's index expression, exactly
 CASE_PAYMENT_REFS: Final = func.jsonb_path_query_array(
@@ -45,9 +48,11 @@ class CaseReads:
         case_class: str | None = None,
         limit: int = 100,
         payment_refs: Sequence[str] = (),
+        scope: Scope,
     ) -> list[dict[str, Any]]:
-        """Cases by date, status and class; with ``payment_refs``, only those whose records name one
-        of them (our payment id or the PSP's payment id: the ``cases_payment_refs`` index)."""
+        """Cases by date, status and class, of the operator's merchants (``scope``); with
+        ``payment_refs``, only those whose records name one of them (our payment id or the PSP's
+        payment id: the ``cases_payment_refs`` index)."""
         query = (
             select(
                 cases.c.id,
@@ -60,7 +65,9 @@ class CaseReads:
                 cases.c.opened_at,
                 cases.c.updated_at,
                 cases.c.reopened,
+                cases.c.merchant_id,
             )
+            .where(sees_case(scope))
             .order_by(cases.c.id)
             .limit(limit)
         )
@@ -126,9 +133,10 @@ class CaseReads:
             "durations": [(str(d), float(s)) for d, s in durations],
         }
 
-    def case(self, case_id: int) -> dict[str, Any] | None:
+    def case(self, case_id: int, *, scope: Scope) -> dict[str, Any] | None:
+        """The case with its history, if the operator sees it (None: none, or not of their merchants)."""
         with self._engine.connect() as conn:
-            row = conn.execute(select(cases).where(cases.c.id == case_id)).first()
+            row = conn.execute(select(cases).where(cases.c.id == case_id, sees_case(scope))).first()
             if row is None:
                 return None
             history = [

@@ -17,9 +17,11 @@ from backbone.carddata import redact_card_numbers, redact_detail, redact_text
 from backbone.outbox import OutboxWriter
 from sqlalchemy import Connection, Engine, func, insert, select, update
 
+from reconciler.adapters.pg_scope import sees_audit, sees_repair
 from reconciler.adapters.tables import audit, case_history, cases, repairs
 from reconciler.application.repairs import DeskTransaction
 from reconciler.domain.cases import CaseClass, CaseStatus
+from reconciler.domain.merchants import Scope
 from reconciler.domain.repairs import CaseView, RepairCommand, RepairStatus, RepairType, RepairView
 
 
@@ -56,14 +58,26 @@ class _Tx:
 
     def case(self, case_id: int) -> CaseView | None:
         row = self._conn.execute(
-            select(cases.c.id, cases.c.case_key, cases.c.case_class, cases.c.status, cases.c.evidence)
+            select(
+                cases.c.id,
+                cases.c.case_key,
+                cases.c.case_class,
+                cases.c.status,
+                cases.c.evidence,
+                cases.c.merchant_id,
+            )
             .where(cases.c.id == case_id)
             .with_for_update()
         ).first()
         if row is None:
             return None
         return CaseView(
-            int(row.id), row.case_key, CaseClass(row.case_class), CaseStatus(row.status), row.evidence
+            int(row.id),
+            row.case_key,
+            CaseClass(row.case_class),
+            CaseStatus(row.status),
+            row.evidence,
+            row.merchant_id,
         )
 
     def repair(self, repair_id: int) -> RepairView | None:
@@ -258,17 +272,17 @@ class PgRepairDesk:
         raw = conn.connection.driver_connection
         self._outbox.write(raw, [self._outbox.event(topic, event_type, key, body)])  # type: ignore[arg-type]
 
-    # -- reads -------------------------------------------------------------------------------------------
+    # -- reads, each within the operator's merchants (``pg_scope``) ---------------------------------------
 
-    def repair(self, repair_id: int) -> dict[str, Any] | None:
+    def repair(self, repair_id: int, *, scope: Scope) -> dict[str, Any] | None:
         with self._engine.connect() as conn:
-            row = conn.execute(select(repairs).where(repairs.c.id == repair_id)).first()
+            row = conn.execute(select(repairs).where(repairs.c.id == repair_id, sees_repair(scope))).first()
         return None if row is None else dict(row._mapping)
 
     def repairs_where(
-        self, *, case_id: int | None = None, status: str | None = None, limit: int = 100
+        self, *, case_id: int | None = None, status: str | None = None, limit: int = 100, scope: Scope
     ) -> list[dict[str, Any]]:
-        query = select(repairs).order_by(repairs.c.id.desc()).limit(limit)
+        query = select(repairs).where(sees_repair(scope)).order_by(repairs.c.id.desc()).limit(limit)
         if case_id is not None:
             query = query.where(repairs.c.case_id == case_id)
         if status is not None:
@@ -277,9 +291,9 @@ class PgRepairDesk:
             return [dict(r._mapping) for r in conn.execute(query)]
 
     def audit_where(
-        self, *, target: str | None = None, operator: str | None = None, limit: int = 100
+        self, *, target: str | None = None, operator: str | None = None, limit: int = 100, scope: Scope
     ) -> list[dict[str, Any]]:
-        query = select(audit).order_by(audit.c.id.desc()).limit(limit)
+        query = select(audit).where(sees_audit(scope)).order_by(audit.c.id.desc()).limit(limit)
         if target is not None:
             query = query.where(audit.c.target == target)
         if operator is not None:

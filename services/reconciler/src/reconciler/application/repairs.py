@@ -5,6 +5,10 @@ the domain's rules decide (``domain.repairs``), the change, the case's history a
 commit together. A refused act changes nothing, and its refusal is audited in a transaction of its
 own (who tried what, and why it was refused).
 
+Every act reaches its case through ``_case`` (a repair's through ``_repair``), with the operator's
+``Scope``: a case of a merchant the operator does not have is, to them, a case that does not exist
+(404 ``not_found``, the same words), and the audit says why (``domain.merchants.out_of_scope``).
+
 Approving a ``close`` executes it at once (the case is resolved with the reason: no money moves).
 Approving any other type sends ``ExecuteRepair`` through the outbox, in the approving transaction,
 to the service that executes it; the repair is ``sent`` until that service answers.
@@ -20,6 +24,7 @@ from backbone.logs import get_logger
 
 from reconciler.domain.cases import CaseStatus
 from reconciler.domain.decisions import Decision
+from reconciler.domain.merchants import Scope, out_of_scope
 from reconciler.domain.repairs import (
     REASON_MAX,
     CaseView,
@@ -125,9 +130,7 @@ class _Refusals:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _: Any) -> Literal[False]:
         if isinstance(exc, RepairRefused):
-            self._desk.audit_refused(
-                self._operator, self._action, self._target, f"{exc.error}: {exc.detail}", self._detail
-            )
+            self._desk.audit_refused(self._operator, self._action, self._target, exc.audited, self._detail)
             log.warning(
                 "repairs.refused",
                 operator=self._operator,
@@ -138,18 +141,27 @@ class _Refusals:
         return False
 
 
-def _case(tx: DeskTransaction, case_id: int) -> CaseView:
+def _case(tx: DeskTransaction, case_id: int, scope: Scope) -> CaseView:
+    """The case, locked, if the operator sees it; else refused as if there were no such case."""
     case = tx.case(case_id)
     if case is None:
         raise RepairRefused(404, "not_found", f"no case {case_id}")
+    if not scope.sees(case.merchant_id):
+        raise RepairRefused(404, "not_found", f"no case {case_id}", out_of_scope(f"case:{case_id}"))
     return case
 
 
-def _repair(tx: DeskTransaction, repair_id: int) -> RepairView:
+def _repair(tx: DeskTransaction, repair_id: int, scope: Scope) -> tuple[RepairView, CaseView]:
+    """The repair and its case, locked, if the operator sees the case; else refused as if there
+    were no such repair (its case's id is not told)."""
     repair = tx.repair(repair_id)
     if repair is None:
         raise RepairRefused(404, "not_found", f"no repair {repair_id}")
-    return repair
+    case = tx.case(repair.case_id)
+    if case is None or not scope.sees(case.merchant_id):
+        why = out_of_scope(f"case:{repair.case_id}")
+        raise RepairRefused(404, "not_found", f"no repair {repair_id}", why)
+    return repair, case
 
 
 def propose(
@@ -162,11 +174,12 @@ def propose(
     amount_minor: int | None = None,
     currency: str | None = None,
     mt5_login: int | None = None,
+    scope: Scope,
 ) -> Proposed:
     """Propose a repair of ``case_id`` (or amend the proposal of the same record and type)."""
     asked = {"repair_type": repair_type.value, "amount_minor": amount_minor, "currency": currency}
     with _Refusals(desk, operator, "propose", f"case:{case_id}", asked), desk.acting() as tx:
-        case = _case(tx, case_id)
+        case = _case(tx, case_id, scope)
         command = command_for(
             case,
             repair_type,
@@ -204,16 +217,17 @@ def propose(
         return Proposed(repair_id, RepairStatus.PROPOSED, command.digest, revision, changed=True)
 
 
-def approve(desk: RepairDesk, operator: str, repair_id: int, seen_digest: str) -> RepairStatus:
+def approve(
+    desk: RepairDesk, operator: str, repair_id: int, seen_digest: str, *, scope: Scope
+) -> RepairStatus:
     """Approve exactly the command seen (by its digest): a close is executed now, any other type is
     sent to the service that executes it."""
     with (
         _Refusals(desk, operator, "approve", f"repair:{repair_id}", {"digest": seen_digest}),
         desk.acting() as tx,
     ):
-        repair = _repair(tx, repair_id)
+        repair, case = _repair(tx, repair_id, scope)
         check_approve(repair, operator, seen_digest)
-        case = _case(tx, repair.case_id)
         if case.status is CaseStatus.RESOLVED:
             raise RepairRefused(409, "case_resolved", f"case {case.case_id} is resolved: nothing to repair")
         command = repair.command
@@ -242,9 +256,9 @@ def approve(desk: RepairDesk, operator: str, repair_id: int, seen_digest: str) -
         return status
 
 
-def reject(desk: RepairDesk, operator: str, repair_id: int, reason: str) -> None:
+def reject(desk: RepairDesk, operator: str, repair_id: int, reason: str, *, scope: Scope) -> None:
     with _Refusals(desk, operator, "reject", f"repair:{repair_id}", {}), desk.acting() as tx:
-        repair = _repair(tx, repair_id)
+        repair, _ = _repair(tx, repair_id, scope)
         why = check_reject(repair, operator, reason)
         tx.reject(repair_id, operator, why)
         tx.history(
@@ -253,10 +267,10 @@ def reject(desk: RepairDesk, operator: str, repair_id: int, reason: str) -> None
         tx.audit(operator, "reject", f"repair:{repair_id}", why, {})
 
 
-def acknowledge(desk: RepairDesk, operator: str, case_id: int, note: str) -> CaseStatus:
+def acknowledge(desk: RepairDesk, operator: str, case_id: int, note: str, *, scope: Scope) -> CaseStatus:
     """open → acknowledged, with who and why; an acknowledged or resolved case is left as it is."""
     with _Refusals(desk, operator, "acknowledge", f"case:{case_id}", {}), desk.acting() as tx:
-        case = _case(tx, case_id)
+        case = _case(tx, case_id, scope)
         if case.status is CaseStatus.OPEN:
             tx.acknowledge(case_id)
             tx.history(case_id, "acknowledged", operator, note)
@@ -264,11 +278,11 @@ def acknowledge(desk: RepairDesk, operator: str, case_id: int, note: str) -> Cas
         return CaseStatus.ACKNOWLEDGED if case.status is CaseStatus.OPEN else case.status
 
 
-def reopen(desk: RepairDesk, operator: str, case_id: int, reason: str) -> CaseStatus:
+def reopen(desk: RepairDesk, operator: str, case_id: int, reason: str, *, scope: Scope) -> CaseStatus:
     """A resolved case opened again by a person, with why (new evidence outside the run, a close
     made in error)."""
     with _Refusals(desk, operator, "reopen", f"case:{case_id}", {}), desk.acting() as tx:
-        case = _case(tx, case_id)
+        case = _case(tx, case_id, scope)
         why = reason.strip()
         if not why or len(why) > REASON_MAX:
             raise RepairRefused(400, "bad_reopen", f"reason: why, 1-{REASON_MAX} characters")
@@ -293,17 +307,18 @@ class Decided:
     command_digest: str | None = None
 
 
-def decide(desk: RepairDesk, operator: str, decisions: list[Decision]) -> list[Decided]:
+def decide(desk: RepairDesk, operator: str, decisions: list[Decision], *, scope: Scope) -> list[Decided]:
     """Every decision of a checked file, each its own act (audited on its own; a refusal of one
-    leaves the others as they are). Proposed repairs still wait for a second person each."""
+    leaves the others as they are; a case of a merchant the operator does not have is refused as
+    one that does not exist). Proposed repairs still wait for a second person each."""
     results: list[Decided] = []
     for d in decisions:
         try:
             if d.action == "acknowledge":
-                status = acknowledge(desk, operator, d.case_id, d.reason)
+                status = acknowledge(desk, operator, d.case_id, d.reason, scope=scope)
                 results.append(Decided(d.line, d.case_id, d.action, "done", status.value))
             elif d.action == "reopen":
-                status = reopen(desk, operator, d.case_id, d.reason)
+                status = reopen(desk, operator, d.case_id, d.reason, scope=scope)
                 results.append(Decided(d.line, d.case_id, d.action, "done", status.value))
             else:
                 assert d.repair_type is not None
@@ -316,6 +331,7 @@ def decide(desk: RepairDesk, operator: str, decisions: list[Decision]) -> list[D
                     amount_minor=d.amount_minor,
                     currency=d.currency,
                     mt5_login=d.mt5_login,
+                    scope=scope,
                 )
                 detail = "proposed" if proposed.changed else "the same repair was proposed already"
                 results.append(

@@ -73,11 +73,14 @@ _EXPLAINED_BY: Final[dict[CaseClass, tuple[tuple[str, str], ...]]] = {
 
 
 class RepairRefused(Exception):
-    """The server refuses the act; nothing changes (the attempt is audited)."""
+    """The server refuses the act; nothing changes (the attempt is audited). ``audited``: the
+    audit's reason when it says more than the caller is told (another merchant's case is, to its
+    caller, a case that does not exist)."""
 
-    def __init__(self, status: int, error: str, detail: str) -> None:
+    def __init__(self, status: int, error: str, detail: str, audited: str | None = None) -> None:
         super().__init__(detail)
         self.status, self.error, self.detail = status, error, detail
+        self.audited = audited or f"{error}: {detail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ class CaseView:
     case_class: CaseClass
     status: CaseStatus
     evidence: dict[str, Any]
+    merchant_id: str | None = None  # the merchant its records name (None: none, or several)
 
     @property
     def source_key(self) -> str:

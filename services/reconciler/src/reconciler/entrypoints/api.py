@@ -6,6 +6,8 @@ repair, ``repairs:approve`` to approve or reject one. Maker-checker is the appli
 permission: the proposer never approves, whatever they hold. Card data anywhere in a request is
 refused before any handler sees it (``backbone.http``); bad input gets a 4xx with a reason and
 changes nothing; a refused act (including a missing token or permission on a POST) is audited.
+Cases, their repairs and their audit are the caller's merchants' only (``api_door``): another
+merchant's case answers as one that does not exist (404, absent from lists; a refused act audited).
 ``/healthz``, ``/readyz`` and ``/metrics`` are open.
 
     GET  /v1/runs[?date=YYYY-MM-DD&limit=]
@@ -42,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from aiohttp import web
@@ -66,6 +68,7 @@ from reconciler.domain.decisions import (
     parse_decisions,
 )
 from reconciler.domain.repairs import RepairRefused, RepairStatus, RepairType
+from reconciler.entrypoints.api_door import SCOPE, Door, Handler
 from reconciler.entrypoints.api_input import (
     BadRequest,
     bulk,
@@ -79,12 +82,10 @@ from reconciler.entrypoints.api_input import (
 from reconciler.settings import SERVICE_NAME, ApiSettings
 
 log = get_logger(__name__)
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 VIEW, WORK, PROPOSE, APPROVE = "cases:view", "cases:work", "repairs:propose", "repairs:approve"
 PERMISSIONS: Final = frozenset({VIEW, WORK, PROPOSE, APPROVE}) | dlq_http.PERMISSIONS
 STATUSES: Final = frozenset({"open", "acknowledged", "resolved"})
 REPAIR_STATUSES: Final = frozenset(s.value for s in RepairStatus)
-ANONYMOUS: Final = "(no valid token)"
 NOTE_MAX: Final = 500
 BODY_MAX: Final = 2 * 1024 * 1024  # a decisions file of ROWS_MAX cases
 
@@ -123,6 +124,7 @@ class ReconApi:
     ) -> None:
         self._s, self._store, self._desk, self._tokens, self._health = settings, store, desk, tokens, health
         self._dead_letters = dead_letters
+        self._door = Door(tokens, desk)
         self._database = Dependency("database", "reconciler-api", health, up=False)
         self._gauges_at = 0.0
 
@@ -134,8 +136,8 @@ class ReconApi:
             database=self._database,
         )
         app.add_routes(aiohttp_routes(self._health))
-        view, work = self._guard(VIEW), self._guard(WORK)
-        propose, approve = self._guard(PROPOSE), self._guard(APPROVE)
+        view, work = self._door.guard(VIEW), self._door.guard(WORK)
+        propose, approve = self._door.guard(PROPOSE), self._door.guard(APPROVE)
         app.add_routes(
             [
                 web.get("/v1/runs", view(self.runs)),
@@ -184,37 +186,6 @@ class ReconApi:
             )
         return response
 
-    def _guard(
-        self, permission: str
-    ) -> Callable[[Callable[[web.Request, Caller], Awaitable[web.Response]]], Handler]:
-        def wrap(handler: Callable[[web.Request, Caller], Awaitable[web.Response]]) -> Handler:
-            async def guarded(request: web.Request) -> web.StreamResponse:
-                caller = self._tokens.authenticate(request.headers)
-                if caller is None:
-                    await self._refused(request, ANONYMOUS, "unauthorized: no valid bearer token")
-                    return json_response(
-                        401, {"error": "unauthorized", "detail": "a valid bearer token is required"}
-                    )
-                if permission not in caller.permissions:
-                    await self._refused(request, caller.principal, f"forbidden: needs {permission}")
-                    return json_response(
-                        403, {"error": "forbidden", "detail": f"needs the {permission} permission"}
-                    )
-                request["principal"] = caller.principal
-                return await handler(request, caller)
-
-            return guarded
-
-        return wrap
-
-    async def _refused(self, request: web.Request, operator: str, reason: str) -> None:
-        """A write refused at the door is an audited attempt (reads are not audited)."""
-        if request.method == "GET":
-            return
-        target = request.path.removeprefix("/v1/")
-        action = target.rsplit("/", 1)[-1]
-        await asyncio.to_thread(self._desk.audit_refused, operator, action, target, reason, {})
-
     # -- handlers ------------------------------------------------------------------------------------
 
     async def runs(self, request: web.Request, _: Caller) -> web.Response:
@@ -240,16 +211,18 @@ class ReconApi:
                 case_class=request.query.get("class"),
                 limit=query_limit(request.query.get("limit"), self._s.page_size_max),
                 payment_refs=refs,
+                scope=request[SCOPE],
             )
         )
         return json_response(200, {"cases": rows})
 
     async def case(self, request: web.Request, _: Caller) -> web.Response:
-        case_id = path_id(request, "case_id")
-        found = await asyncio.to_thread(self._store.case, case_id)
+        case_id, scope = path_id(request, "case_id"), request[SCOPE]
+        found = await asyncio.to_thread(lambda: self._store.case(case_id, scope=scope))
         if found is None:
             raise BadRequest(404, "not_found", "no such case")
-        found["repairs"] = await asyncio.to_thread(lambda: self._desk.repairs_where(case_id=case_id))
+        repairs = await asyncio.to_thread(lambda: self._desk.repairs_where(case_id=case_id, scope=scope))
+        found["repairs"] = repairs
         return json_response(200, found)
 
     async def acknowledge(self, request: web.Request, caller: Caller) -> web.Response:
@@ -258,8 +231,9 @@ class ReconApi:
         note = body.get("note") if isinstance(body, dict) else None
         if not isinstance(note, str) or not note.strip() or len(note) > NOTE_MAX:
             raise BadRequest(400, "bad_body", f"note: why, 1-{NOTE_MAX} characters")
+        why, scope = note.strip(), request[SCOPE]
         status = await asyncio.to_thread(
-            acts.acknowledge, self._desk, caller.principal, case_id, note.strip()
+            lambda: acts.acknowledge(self._desk, caller.principal, case_id, why, scope=scope)
         )
         return json_response(200, {"case_id": case_id, "status": status.value})
 
@@ -298,6 +272,7 @@ class ReconApi:
                 amount_minor=amount,
                 currency=currency,
                 mt5_login=login,
+                scope=request[SCOPE],
             )
         )
         return json_response(
@@ -316,7 +291,9 @@ class ReconApi:
         reason = (await json_body(request)).get("reason")
         if not isinstance(reason, str):
             raise BadRequest(400, "bad_body", "reason: why, a string")
-        status = await asyncio.to_thread(acts.reopen, self._desk, caller.principal, case_id, reason)
+        status = await asyncio.to_thread(
+            lambda: acts.reopen(self._desk, caller.principal, case_id, reason, scope=request[SCOPE])
+        )
         return json_response(200, {"case_id": case_id, "status": status.value})
 
     async def export(self, request: web.Request, _: Caller) -> web.Response:
@@ -329,6 +306,7 @@ class ReconApi:
                 status=status,
                 case_class=request.query.get("class"),
                 limit=query_limit(request.query.get("limit"), ROWS_MAX),
+                scope=request[SCOPE],
             )
         )
         return web.Response(text=export_csv(rows), content_type="text/csv")
@@ -347,7 +325,9 @@ class ReconApi:
                 self._desk.audit_refused, caller.principal, "decisions", "decisions", f"needs {needed}", {}
             )
             raise BadRequest(403, "forbidden", f"these decisions need {', '.join(needed)}")
-        results = await asyncio.to_thread(acts.decide, self._desk, caller.principal, decisions)
+        results = await asyncio.to_thread(
+            lambda: acts.decide(self._desk, caller.principal, decisions, scope=request[SCOPE])
+        )
         return json_response(200, {"results": [dataclasses.asdict(r) for r in results]})
 
     async def repairs(self, request: web.Request, _: Caller) -> web.Response:
@@ -362,12 +342,14 @@ class ReconApi:
                 case_id=int(raw_case) if raw_case is not None else None,
                 status=status,
                 limit=query_limit(request.query.get("limit"), self._s.page_size_max),
+                scope=request[SCOPE],
             )
         )
         return json_response(200, {"repairs": rows})
 
     async def repair(self, request: web.Request, _: Caller) -> web.Response:
-        found = await asyncio.to_thread(self._desk.repair, path_id(request, "repair_id"))
+        repair_id = path_id(request, "repair_id")
+        found = await asyncio.to_thread(lambda: self._desk.repair(repair_id, scope=request[SCOPE]))
         if found is None:
             raise BadRequest(404, "not_found", "no such repair")
         return json_response(200, found)
@@ -378,7 +360,9 @@ class ReconApi:
         digest = body.get("command_digest")
         if not isinstance(digest, str) or len(digest) != 64:
             raise BadRequest(400, "bad_body", "command_digest: the 64-hex digest of the command you approve")
-        status = await asyncio.to_thread(acts.approve, self._desk, caller.principal, repair_id, digest)
+        status = await asyncio.to_thread(
+            lambda: acts.approve(self._desk, caller.principal, repair_id, digest, scope=request[SCOPE])
+        )
         return json_response(200, {"repair_id": repair_id, "status": status.value})
 
     async def reject(self, request: web.Request, caller: Caller) -> web.Response:
@@ -386,7 +370,9 @@ class ReconApi:
         reason = (await json_body(request)).get("reason")
         if not isinstance(reason, str):
             raise BadRequest(400, "bad_body", "reason: why, a string")
-        await asyncio.to_thread(acts.reject, self._desk, caller.principal, repair_id, reason)
+        await asyncio.to_thread(
+            lambda: acts.reject(self._desk, caller.principal, repair_id, reason, scope=request[SCOPE])
+        )
         return json_response(200, {"repair_id": repair_id, "status": RepairStatus.REJECTED.value})
 
     async def audit(self, request: web.Request, _: Caller) -> web.Response:
@@ -395,6 +381,7 @@ class ReconApi:
                 target=request.query.get("target"),
                 operator=request.query.get("operator"),
                 limit=query_limit(request.query.get("limit"), self._s.page_size_max),
+                scope=request[SCOPE],
             )
         )
         return json_response(200, {"audit": rows})

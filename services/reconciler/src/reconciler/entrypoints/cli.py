@@ -53,6 +53,7 @@ from reconciler.bootstrap import (
     report_source,
     run_config,
 )
+from reconciler.domain.merchants import EVERY_MERCHANT
 from reconciler.domain.reports import ReportRefused, ReportType
 from reconciler.entrypoints import operator_cli
 from reconciler.entrypoints.consumer import consumer_environ, run_consumer
@@ -380,8 +381,9 @@ def cases_list(
     as_json: JsonOption = False,
 ) -> None:
     """Cases, oldest first."""
+    day = _date(date_) if date_ else None  # the database's own reader: every merchant's cases
     rows = recon_store(_settings()).cases_where(
-        business_date=_date(date_) if date_ else None, status=status, case_class=case_class
+        business_date=day, status=status, case_class=case_class, scope=EVERY_MERCHANT
     )
     if as_json:
         _json({"cases": rows})
@@ -399,7 +401,7 @@ def cases_list(
 @cases_app.command(name="show")
 def cases_show(case_id: int) -> None:
     """One case with its evidence side by side and its history (JSON)."""
-    found = recon_store(_settings()).case(case_id)
+    found = recon_store(_settings()).case(case_id, scope=EVERY_MERCHANT)
     if found is None:
         err.print(f"no case {case_id}")
         raise typer.Exit(2)
