@@ -7,10 +7,14 @@ from datetime import UTC, datetime, time
 from zoneinfo import ZoneInfo
 
 import pytest
+from backbone import tokens
 from ops_console.domain import display, permissions, refunds, search
 from ops_console.domain.operators import (
+    EVERY_MERCHANT,
     BadOperator,
+    Operator,
     check_merchant,
+    check_merchants,
     check_username,
     hash_password,
     password_matches,
@@ -143,9 +147,24 @@ def test_a_merchant_is_a_name_the_services_accept() -> None:
     comma, a space or markup (which would split or break the header) is refused when the operator
     is added, naming it."""
     assert check_merchant("broker-eu") == "broker-eu"
-    for bad in ("a,b", "broker eu", "<b>", "", "x" * 65):
+    for bad in ("a,b", "broker eu", "<b>", "", "x" * 65, "**", "m*"):
         with pytest.raises(BadOperator, match="merchant"):
             check_merchant(bad)
+
+
+def test_star_alone_is_every_merchant_and_records_of_no_merchant() -> None:
+    """``*`` is the services' every-merchant (backbone.tokens.EVERY_MERCHANT) and stands alone;
+    an operator of every merchant sees any record, those of no merchant too; an operator of named
+    merchants sees those only, never a record of no merchant."""
+    assert EVERY_MERCHANT == tokens.EVERY_MERCHANT
+    assert check_merchants(["*"]) == ("*",) and check_merchants(["m1", "m2", "m1"]) == ("m1", "m2")
+    with pytest.raises(BadOperator, match="alone"):
+        check_merchants(["*", "m1"])
+    every = Operator("root", "Root", frozenset(), ("*",))
+    named = Operator("xena", "Xena", frozenset(), ("m1",))
+    assert every.every_merchant and every.sees("m2") and every.sees(None)
+    assert not named.every_merchant and named.sees("m1")
+    assert not named.sees("m2") and not named.sees(None) and not named.sees("*")
 
 
 def test_a_refunds_idempotency_key_is_the_form_and_who_asked() -> None:

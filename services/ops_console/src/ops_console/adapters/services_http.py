@@ -10,7 +10,12 @@ import json
 from typing import Any
 
 import aiohttp
-from backbone.tokens import OPERATOR_HEADER, OPERATOR_MERCHANTS_HEADER, OPERATOR_PERMISSIONS_HEADER
+from backbone.tokens import (
+    EVERY_MERCHANT,
+    OPERATOR_HEADER,
+    OPERATOR_MERCHANTS_HEADER,
+    OPERATOR_PERMISSIONS_HEADER,
+)
 
 from ops_console.application.ports import Refunded, ServiceError
 from ops_console.domain import permissions
@@ -85,11 +90,12 @@ class OperatorClient(_Client):
         self._service, self._base, self._token, self._mapping = service, base_url.rstrip("/"), token, mapping
 
     def _headers(self, operator: Operator) -> dict[str, str]:
+        merchants = EVERY_MERCHANT if operator.every_merchant else ",".join(operator.merchants)
         return {
             "Authorization": f"Bearer {self._token}",
             OPERATOR_HEADER: operator.username,
             OPERATOR_PERMISSIONS_HEADER: permissions.at_service(operator.permissions, self._mapping),
-            OPERATOR_MERCHANTS_HEADER: ",".join(operator.merchants),
+            OPERATOR_MERCHANTS_HEADER: merchants,
         }
 
     async def get(self, operator: Operator, path: str, query: dict[str, str] | None = None) -> Any:
@@ -116,6 +122,9 @@ class PaymentsClient(_Client):
         super().__init__(timeout_s)
         self._base, self._tokens = base_url.rstrip("/"), merchant_tokens
         self._credit_base, self._credit_tokens = (credit_url or "").rstrip("/"), credit_tokens or {}
+
+    def merchants(self) -> tuple[str, ...]:
+        return tuple(sorted(self._tokens))
 
     async def deposit_intent(self, merchant_id: str, deposit_reference: str) -> dict[str, Any] | None:
         """The intent with its credit rows (status, MT5 deal ticket), or None (unknown, another

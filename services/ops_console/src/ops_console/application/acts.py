@@ -68,7 +68,7 @@ async def refundable(
     """The payment, asked for with its merchant's token when the merchant is the operator's; else
     None, audited: another merchant's payment is never even asked for. ``ServiceError`` passes on."""
     payment = None
-    if payments is not None and merchant in session.operator.merchants:
+    if payments is not None and session.operator.sees(merchant):
         payment = await payments.payment(merchant, payment_id)
     if payment is None:
         why = "no such payment under your merchants"

@@ -49,7 +49,8 @@ async def find(apis: DepositApis, operator: Operator, query: Login | Reference) 
             return await _on_login(apis, operator, login)
         case Reference(text=text):
             found = Found()
-            for merchant in operator.merchants:
+            merchants = apis.payments.merchants() if operator.every_merchant else operator.merchants
+            for merchant in merchants:
                 for payment in await _by_reference(apis.payments, merchant, text):
                     found.stories.append(await story(apis, operator, merchant, payment))
             return found
@@ -92,7 +93,7 @@ async def _on_login(apis: DepositApis, operator: Operator, login: int) -> Found:
     deposits = (await apis.credit.get(operator, "/v1/deposits", query))["deposits"]
     for deposit in deposits:
         merchant = str(deposit.get("merchant_id", ""))
-        if merchant not in operator.merchants:  # mt5-credit scoped it; a page never relies on one place
+        if not operator.sees(merchant):  # mt5-credit scoped it; a page never relies on one place
             continue
         payment_id = _credited_payment(deposit.get("credits", []))
         payment = None if payment_id is None else await apis.payments.payment(merchant, payment_id)

@@ -82,6 +82,11 @@ class Payments(Protocol):
     """payment-state's read API with the merchant tokens the console holds: a payment is found
     only under a merchant the operator may see (the service answers 404 for any other)."""
 
+    def merchants(self) -> tuple[str, ...]:
+        """The merchants the console holds a token for: those an operator of every merchant is
+        searched under."""
+        ...
+
     async def payment(self, merchant_id: str, payment_id: str) -> dict[str, Any] | None: ...
     async def payments_by_psp_reference(self, merchant_id: str, reference: str) -> list[dict[str, Any]]:
         """The merchant's payments whose PSP payment id is ``reference`` (``pi_…``); [] for none."""

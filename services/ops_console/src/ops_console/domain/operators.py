@@ -1,10 +1,15 @@
-"""Operators: who they are, and the rules for names and passwords. Passwords are hashed with
-argon2id (argon2-cffi's defaults, RFC 9106's second recommended profile); the hash carries its own
-parameters, so they can be raised without invalidating existing users."""
+"""Operators: who they are, which merchants they may see, and the rules for names and passwords.
+Passwords are hashed with argon2id (argon2-cffi's defaults, RFC 9106's second recommended profile);
+the hash carries its own parameters, so they can be raised without invalidating existing users.
+
+An operator's merchants are named (``broker-eu``), or ``*`` alone: every merchant, and then also the
+records that name no merchant (the reconciler's cases of a bank deposit, a payout batch, a deal
+without our reference). ``*`` travels as it is in ``X-Operator-Merchants`` (``backbone.tokens``)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -16,6 +21,7 @@ from ops_console.domain.permissions import Permission
 USERNAME_RE: Final = re.compile(r"[a-z][a-z0-9_.-]{1,31}")
 # a merchant travels to the services in X-Operator-Merchants (backbone.tokens.PRINCIPAL_RE's shape)
 MERCHANT_RE: Final = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+EVERY_MERCHANT: Final = "*"  # backbone.tokens.EVERY_MERCHANT (the domain imports no adapter's module)
 PASSWORD_MIN: Final = 12
 PASSWORD_MAX: Final = 256
 _HASHER: Final = PasswordHasher()
@@ -33,6 +39,16 @@ class Operator:
     def may(self, permission: Permission) -> bool:
         return permission in self.permissions
 
+    @property
+    def every_merchant(self) -> bool:
+        return EVERY_MERCHANT in self.merchants
+
+    def sees(self, merchant_id: object) -> bool:
+        """Whether a record of ``merchant_id`` (None or anything but a name: of no merchant) may be
+        shown to this operator: one of their merchants, or any record for an operator of every
+        merchant."""
+        return self.every_merchant or (isinstance(merchant_id, str) and merchant_id in self.merchants)
+
 
 class BadOperator(ValueError):
     pass
@@ -45,9 +61,20 @@ def check_username(username: str) -> str:
 
 
 def check_merchant(merchant_id: str) -> str:
-    if MERCHANT_RE.fullmatch(merchant_id) is None:
-        raise BadOperator(f"merchant {merchant_id[:70]!r}: 1-64 characters, letters, digits and _ . @ - only")
+    if merchant_id != EVERY_MERCHANT and MERCHANT_RE.fullmatch(merchant_id) is None:
+        raise BadOperator(
+            f"merchant {merchant_id[:70]!r}: 1-64 characters, letters, digits and _ . @ - only,"
+            f" or {EVERY_MERCHANT} alone for every merchant"
+        )
     return merchant_id
+
+
+def check_merchants(merchant_ids: Iterable[str]) -> tuple[str, ...]:
+    """An operator's merchants: each a name the services accept, or ``*`` alone (every merchant)."""
+    merchants = tuple(dict.fromkeys(check_merchant(m) for m in merchant_ids))
+    if EVERY_MERCHANT in merchants and len(merchants) > 1:
+        raise BadOperator(f"merchant {EVERY_MERCHANT} is every merchant: give it alone, not beside others")
+    return merchants
 
 
 def hash_password(password: str) -> str:

@@ -26,7 +26,7 @@ from rich.table import Table
 from ops_console.adapters.pg_store import PgConsoleStore
 from ops_console.adapters.services_http import OperatorClient, PaymentsClient, parse_merchant_tokens
 from ops_console.domain import permissions
-from ops_console.domain.operators import BadOperator, Operator, check_merchant, check_username, hash_password
+from ops_console.domain.operators import BadOperator, Operator, check_merchants, check_username, hash_password
 from ops_console.domain.permissions import Permission
 from ops_console.entrypoints.web import Console
 from ops_console.entrypoints.web import serve as run
@@ -179,7 +179,8 @@ def users_add(
         str, typer.Option("--permissions", help="comma-separated: " + ",".join(sorted(permissions.ALL)))
     ],
     merchant: Annotated[
-        list[str] | None, typer.Option("--merchant", help="a merchant whose payments they may see")
+        list[str] | None,
+        typer.Option("--merchant", help="a merchant whose records they may see; '*' alone: every merchant"),
     ] = None,
     display_name: Annotated[str | None, typer.Option(help="shown in the console")] = None,
     if_new: Annotated[bool, typer.Option("--if-new", help="leave an existing operator as it is")] = False,
@@ -189,7 +190,7 @@ def users_add(
     try:
         username = check_username(name)
         granted = permissions.parse(permission_list)
-        merchants = tuple(check_merchant(m) for m in merchant or ())
+        merchants = check_merchants(merchant or ())
         hashed = hash_password(password)
     except (BadOperator, permissions.UnknownPermission) as exc:
         err.print(str(exc))

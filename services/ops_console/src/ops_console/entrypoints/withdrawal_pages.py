@@ -67,8 +67,7 @@ class WithdrawalPages(Pages):
                 query = {"status": status} if status else {}
                 listed = await self._credit_api().get(session.operator, "/v1/withdrawals", query)
                 # mt5-credit answers for the operator's merchants; a page never relies on one place
-                mine = session.operator.merchants
-                rows = [w for w in listed["withdrawals"] if w.get("merchant_id") in mine]
+                rows = [w for w in listed["withdrawals"] if session.operator.sees(w.get("merchant_id"))]
             except ServiceError as exc:
                 error = exc.said()
         context = {"withdrawals": rows, "status": status, "statuses": WITHDRAWAL_STATUSES, "error": error}
@@ -88,7 +87,7 @@ class WithdrawalPages(Pages):
             if exc.status == 404:
                 raise web.HTTPNotFound(text="no such withdrawal") from None
             return page(request, "refused.html", {"why": exc.said()}, exc.status)
-        if found.get("merchant_id") not in session.operator.merchants:  # mt5-credit scoped it too
+        if not session.operator.sees(found.get("merchant_id")):  # mt5-credit scoped it too
             raise web.HTTPNotFound(text="no such withdrawal")
         context = {"w": found, "error": error, "done": done(request)}
         return page(request, "withdrawal.html", context, status)
