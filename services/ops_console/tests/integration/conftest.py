@@ -1,6 +1,7 @@
 """The console as a person meets it: the real reconciler API process on its own database with a day
-that has a case, the console process on its own database with three operators, and a real headless
-Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by Selenium)."""
+that has a case, the console process on its own database with four operators (three of merchant m1,
+one of every merchant), and a real headless Chromium (Debian's ``chromium`` + ``chromium-driver``,
+driven by Selenium)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,11 @@ CONSOLE_MIGRATIONS = HERE.parents[2] / "migrations"
 RECON_MIGRATIONS = HERE.parents[3] / "reconciler" / "migrations"
 CONSOLE_TOKEN = "console-token-0123456789abcdef"
 PASSWORD = "correct horse battery staple"
-OPERATORS = {
-    "alice": "view,case_work,repair_propose,repair_approve",
-    "bob": "view,repair_approve",
-    "carol": "view",
+OPERATORS = {  # name -> (permissions, merchants)
+    "alice": ("view,case_work,repair_propose,repair_approve", "m1"),
+    "bob": ("view,repair_approve", "m1"),
+    "carol": ("view", "m1"),
+    "root": ("view,case_work", "*"),  # every merchant
 }
 SCREENSHOTS = Path(os.environ.get("CONSOLE_SCREENSHOTS", "/tmp/console-screenshots"))  # noqa: S108
 
@@ -75,11 +77,11 @@ def console(stack: Stack, tmp_path: Path) -> Iterator[Console]:
         tmp_path / "recon.log",
     )
     env = {**os.environ, "DATABASE_URL": console_url}
-    for name, permissions in OPERATORS.items():
+    for name, (permissions, merchant) in OPERATORS.items():
         subprocess.run(
             [
                 *(sys.executable, "-m", "ops_console", "users", "add", name),
-                *("--permissions", permissions, "--merchant", "m1", "--display-name", name.title()),
+                *("--permissions", permissions, "--merchant", merchant, "--display-name", name.title()),
             ],
             input=PASSWORD + "\n",
             text=True,

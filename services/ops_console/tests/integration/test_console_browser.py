@@ -1,7 +1,8 @@
 """The console in a real headless Chromium against the real reconciler API: log in, open a case,
 propose a repair, be refused approving it as the same operator, approve as a second, see the audit;
 a missing permission is a 403 and an audit entry; bad form values are a visible error that changes
-nothing; HTML in a field is shown as text. Screenshots of each step go to CONSOLE_SCREENSHOTS."""
+nothing; HTML in a field is shown as text; an operator sees and acts on their merchants' cases only.
+Screenshots of each step go to CONSOLE_SCREENSHOTS."""
 
 from __future__ import annotations
 
@@ -191,6 +192,50 @@ def test_unknowns_by_age(console: Console, browser: Any) -> None:
     _shot(driver, "08-unknowns")
     assert "stale_operation" in table and "after 5 attempts (timeout)" in table, table
     assert re.search(r"\d+ min", table), table
+
+
+def test_an_operator_sees_and_acts_on_their_merchants_cases_only(console: Console, browser: Any) -> None:
+    """carol (m1) finds m1's case in the queue, but neither m2's case nor the case of no merchant (a
+    deal without our reference), whose pages are 'Not found'; alice's (m1) forged acknowledgement of
+    m2's case is refused by the reconciler, changes nothing and is audited there; root (every
+    merchant) lists all three and acknowledges the case of no merchant."""
+    from reconciler.testing.world import DAY, at  # noqa: PLC0415
+
+    world = console.world
+    world.deposit(1)
+    world.deposit(2, settled=False)
+    world.merchant = "m2"
+    world.deposit(3, settled=False)
+    world.deals.add(7001, "manual top-up", "10.00", at(DAY, 12))
+    world.publish_reports()
+    assert world.classes(world.run()) == ["deal_without_reference", "internal_only", "internal_only"]
+    ids = {c["merchant_id"]: int(c["id"]) for c in world.store.cases_where(scope=EVERY_MERCHANT)}
+    driver = browser
+    _login(driver, console, "carol")
+    driver.get(console.base + "/cases")
+    assert [a.text for a in driver.find_elements(By.CSS_SELECTOR, "table.list a")] == [str(ids["m1"])]
+    _shot(driver, "09-queue-of-m1")
+    for hidden in (ids["m2"], ids[None]):
+        driver.get(f"{console.base}/cases/{hidden}")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Not found"
+    session, csrf = _session(console, "alice")
+    assert _post(console, f"/cases/{ids['m2']}/acknowledge", session, {"csrf": csrf, "note": "mine?"}) == 404
+    assert (world.store.case(ids["m2"], scope=EVERY_MERCHANT) or {})["status"] == "open"
+    [refused] = world.desk.audit_where(target=f"case:{ids['m2']}", scope=EVERY_MERCHANT)
+    assert (refused["operator"], refused["outcome"]) == ("alice", "refused")
+    assert "not of the operator's merchants" in refused["reason"]
+    _login(driver, console, "root")
+    driver.get(console.base + "/cases")
+    listed = sorted(int(a.text) for a in driver.find_elements(By.CSS_SELECTOR, "table.list a"))
+    assert listed == sorted(ids.values())
+    driver.get(f"{console.base}/cases/{ids[None]}")
+    assert "no merchant" in driver.find_element(By.ID, "merchant").text
+    driver.find_element(By.CSS_SELECTOR, "#acknowledge input[name=note]").send_keys(
+        "the bank's, not a client's"
+    )
+    driver.find_element(By.CSS_SELECTOR, "#acknowledge button").click()
+    assert "Case acknowledged" in driver.find_element(By.CLASS_NAME, "done").text
+    _shot(driver, "10-no-merchant-case-by-root")
 
 
 def test_bad_paths_are_pages_that_say_why(console: Console, browser: Any) -> None:

@@ -367,7 +367,8 @@ RECEIPT = {"receipt_id": 3, "provider": "simpsp", "provider_event_id": "evt_<i>1
            "signature_result": "verified", "signature_secret": "previous", "card_data_redacted": True,
            "received_at": "2026-12-02T10:00:01+00:00", "request_id": "req_1"}  # fmt: skip
 CASE = {"id": 41, "case_class": "not_credited", "status": "open", "business_date": "2026-12-02",
-        "summary": "captured <script>x</script> not credited", "severity": "high"}  # fmt: skip
+        "summary": "captured <script>x</script> not credited", "severity": "high",
+        "merchant_id": "broker-eu"}  # fmt: skip
 
 
 def test_a_deposits_story_shows_its_webhooks_and_cases_side_by_side() -> None:

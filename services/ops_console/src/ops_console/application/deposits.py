@@ -159,7 +159,8 @@ async def _webhooks(
 async def _cases(
     reconciler: OperatorApi | None, operator: Operator, payment: dict[str, Any], notes: list[str]
 ) -> list[dict[str, Any]] | None:
-    """The reconciler's cases whose records name the payment (our id or the PSP's), any status."""
+    """The reconciler's cases whose records name the payment (our id or the PSP's), any status, of
+    the operator's merchants (the reconciler scopes them; a page never relies on one place)."""
     if reconciler is None:
         return None
     query = {"payment_id": str(payment["payment_id"]), "limit": str(STORY_ROWS_MAX)}
@@ -170,4 +171,4 @@ async def _cases(
     except ServiceError as exc:
         notes.append(exc.said())
         return None
-    return found
+    return [case for case in found if operator.sees(case.get("merchant_id"))]

@@ -5,6 +5,10 @@ their audit. Acts go to the reconciler, which keeps maker-checker: a repair's ap
 command digest the approver saw, and the reconciler refuses the proposer (the page says so). A bad
 form value is shown on the case's page (400) and nothing is sent; every act is audited.
 
+The reconciler answers for the operator's merchants only (a case of no merchant only for an
+operator of every merchant); each page checks every case's merchant again, as the withdrawal pages
+do: a case it should not have been given is not listed, and its page is 404.
+
     GET  /cases?status=&date=&class=                             view
     GET  /cases/{id}                                             view
     POST /cases/{id}/acknowledge   note                          case_work
@@ -52,6 +56,7 @@ class CasePages(Pages):
         try:
             query = _case_query(status, day, klass)
             rows = (await self._parts.reconciler.get(session.operator, "/v1/cases", query))["cases"]
+            rows = [row for row in rows if session.operator.sees(row.get("merchant_id"))]
         except FormError as exc:
             error = str(exc)
         except ServiceError as exc:
@@ -78,6 +83,8 @@ class CasePages(Pages):
         recon = self._parts.reconciler
         try:
             found = await recon.get(session.operator, f"/v1/cases/{case_id}")
+            if not session.operator.sees(found.get("merchant_id")):
+                raise web.HTTPNotFound(text="no such case")
             targets = [f"case:{case_id}", *(f"repair:{r['id']}" for r in found.get("repairs", []))]
             audit = []
             for target in targets:
