@@ -6,6 +6,8 @@ from __future__ import annotations
 import concurrent.futures
 import time
 
+import psycopg
+import requests
 from backbone.ids import new_id
 from backbone.psp import Absent, Applied, Conflict, Found, NoAnswer, Refused
 from psp_sim.testing import SimProcess
@@ -129,3 +131,17 @@ def test_after_the_idempotency_key_expires_a_repeat_creates_a_second_intent(psp:
     with psp.client() as client:
         found = client.find_intent_by_reference(reference)
     assert isinstance(found, Conflict) and {i.id for i in found.values} == {first.value.id, second.value.id}
+
+
+def test_removing_an_unknown_fault_rule_is_404_and_saves_nothing(psp: SimProcess) -> None:
+    """``DELETE /control/faults/{id}`` of an id no rule has answers 404 and leaves the saved rules'
+    row as it was: a refusal changes nothing."""
+
+    def saved() -> list[tuple[object, ...]]:
+        with psycopg.connect(psp.db_url, autocommit=True) as conn:
+            return conn.execute("SELECT * FROM sim_config ORDER BY 1").fetchall()
+
+    before = saved()
+    answer = requests.delete(f"{psp.control_url}/control/faults/no-such-rule", timeout=10)
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "resource_missing"
+    assert saved() == before

@@ -86,8 +86,10 @@ class ControlService:
         return rule
 
     async def remove_fault(self, rule_id: str) -> bool:
+        """Remove one rule; an unknown id changes nothing (not even the saved rules)."""
         removed = self._faults.remove(rule_id)
-        await self._save_faults()
+        if removed:
+            await self._save_faults()
         return removed
 
     async def clear_faults(self) -> None:
