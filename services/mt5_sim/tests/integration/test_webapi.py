@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import psycopg
 import pytest
 from backbone.mt5.testing import (
     MANAGER_LOGIN,
@@ -394,3 +395,28 @@ def test_armed_faults_and_the_clock_survive_a_restart(stack: Stack, tmp_path: Pa
         sim.start()
         assert sim.control.faults() == []
         assert sim.control.request("GET", "/control/clock")["offset_s"] == 0
+
+
+def test_disarming_an_unknown_fault_is_404_and_saves_nothing(sim: SimulatorProcess) -> None:
+    """``DELETE /control/faults/{id}`` of an id no fault has answers 404 and leaves the saved
+    control state's row as it was: a refusal changes nothing."""
+
+    def saved() -> list[tuple[Any, ...]]:
+        with psycopg.connect(sim.db_url, autocommit=True) as conn:
+            return conn.execute("SELECT * FROM mt5_control_state ORDER BY 1").fetchall()
+
+    sim.control.request("DELETE", "/control/faults")  # a saved state to compare against
+    before = saved()
+    status, _ = _control_status(sim, "DELETE", "/control/faults/no-such-fault")
+    assert status == 404
+    assert saved() == before
+
+
+def _control_status(sim: SimulatorProcess, method: str, path: str) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", sim.control_port, timeout=10)
+    try:
+        conn.request(method, path)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        conn.close()

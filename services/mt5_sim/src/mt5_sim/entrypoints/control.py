@@ -172,9 +172,9 @@ class ControlApi:
     async def clear_faults(self, request: web.Request) -> web.Response:
         fault_id = request.match_info.get("fault_id")
         cleared = self._faults.clear(fault_id)
-        await self._save()
-        if fault_id is not None and cleared == 0:
+        if fault_id is not None and cleared == 0:  # a refusal changes nothing, not even the saved state
             return _error(404, f"no fault {fault_id}")
+        await self._save()
         return _json({"cleared": cleared})
 
     async def _save(self) -> None:
