@@ -415,3 +415,21 @@ def test_cases_export_and_decide_from_the_terminal(api: tuple[Api, World], tmp_p
     assert {c["status"] for c in client.call("/v1/cases")[1]["cases"]} == {"acknowledged"}
     case_id = client.call("/v1/cases")[1]["cases"][0]["id"]
     assert _cli(client, WORKER, "cases", "reopen", str(case_id), "--reason", "x").returncode == 1
+
+
+def test_a_refused_act_carrying_a_nul_is_audited_not_a_500(api: tuple[Api, World]) -> None:
+    """An approval naming an unknown repair with a digest holding a NUL character (which PostgreSQL's
+    jsonb cannot store) is refused 404 and audited with the NUL shown as ``\\x00``; so is a
+    rejection whose reason holds one."""
+    client, world = api
+    digest = "\x00" + "a" * 63
+    status, body = client.call("/v1/repairs/987654321/approve", token=ALICE, body={"command_digest": digest})
+    assert (status, body["error"]) == (404, "not_found"), body
+    status, body = client.call("/v1/repairs/987654321/reject", token=ALICE, body={"reason": "no\x00pe"})
+    assert (status, body["error"]) == (404, "not_found"), body
+    with connect(world.url) as conn:
+        rows = conn.execute(
+            "SELECT action, detail::text FROM audit WHERE target = 'repair:987654321' ORDER BY id"
+        ).fetchall()
+    assert [action for action, _ in rows] == ["approve", "reject"]
+    assert "\\\\x00" in rows[0][1] and "\x00" not in rows[0][1]
