@@ -582,3 +582,21 @@ def test_withdrawals_are_shown_of_the_operators_merchants_only() -> None:
         assert hidden.status == 404 and 'id="prepare"' not in await hidden.text()
 
     run(scenario, extra={"credit": credit})
+
+
+def test_a_nul_in_a_query_or_a_form_is_refused_before_any_page() -> None:
+    """A NUL character (which PostgreSQL's text cannot hold) in a query filter or a form's value is
+    a 400 page before any page reads it or the store is asked: nothing is recorded or sent."""
+
+    async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
+        audits = list(store.audits)
+        listed = await client.get("/audit?target=%00", headers=_as("alice"))
+        assert listed.status == 400 and "NUL" in await listed.text()
+        form = {"csrf": "csrf-alice", "reason": "no\x00pe"}
+        acted = await client.post(f"{PAGE}/replay", data=form, headers=_as("alice"))
+        assert acted.status == 400 and ledger.posts == []
+        login = await client.post("/login", data={"username": "a\x00", "password": "p", "csrf": "x"})
+        assert login.status == 400
+        assert store.audits == audits
+
+    run(scenario)
