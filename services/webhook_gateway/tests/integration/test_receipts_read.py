@@ -104,3 +104,12 @@ def test_receipts_need_a_token_with_receipts_view_and_a_clean_query(
         without.request("GET", f"/v1/receipts{good}", headers={"Authorization": f"Bearer {CONSOLE}"}).status
         == 404
     )
+
+
+def test_a_limit_of_non_ascii_digits_is_invalid_query(start_gateway: StartGateway, tmp_path: Path) -> None:
+    """``limit=¹`` (a digit to ``str.isdigit``, not to ``int``) or ``limit=٣`` is 400 invalid_query,
+    never a 500."""
+    gateway = start_gateway(GATEWAY_API_TOKENS_FILE=str(_tokens(tmp_path)))
+    for limit in ("%C2%B9", "%D9%A3"):
+        answer = _read(gateway, f"?provider=simpsp&provider_payment_id=pi_1&limit={limit}")
+        assert (answer.status, answer.code) == (400, "invalid_query"), limit

@@ -64,7 +64,7 @@ def _query(request: web.Request) -> tuple[str, str, int] | web.Response:
         or repeated
         or _PROVIDER_RE.fullmatch(provider) is None
         or _PAYMENT_RE.fullmatch(payment) is None
-        or not limit.isdigit()
+        or not (limit.isascii() and limit.isdigit())  # "¹" is a digit to str.isdigit, not to int()
         or not 1 <= int(limit) <= RECEIPTS_LIMIT_MAX
     ):
         return _error(
