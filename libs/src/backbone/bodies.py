@@ -10,7 +10,9 @@ simulator's own middleware), and refused with a 4xx that changes nothing when it
   ``body_too_deep`` (``json.loads`` recurses, and at ~1000 levels raises ``RecursionError``);
 - a form that does not parse (not in its charset, a multipart body without its boundary, a file
   part, too many fields): 400 ``malformed_form``; text that is not in its charset: 400
-  ``malformed_text``.
+  ``malformed_text``;
+- text of any kind holding a NUL character (``\u0000`` in JSON): 400 ``nul_character``, since
+  PostgreSQL's ``text`` and ``jsonb`` cannot store one and a handler would fail on its first write.
 
 What was parsed stays on the request, so the card-data guard screens exactly what the handler
 reads, decoded (a form's ``card+4242+4242…`` is ``card 4242 4242…`` to both), and no handler
@@ -64,6 +66,9 @@ class Refusal:
 
 
 EMPTY: Final = Body("empty")
+NUL_REFUSAL: Final = Refusal(400, "nul_character", "a NUL character is not accepted in a request")
+_NUL: Final = "\x00"
+_NUL_ESCAPE: Final = "\\u0000"
 _BODY: Final = web.RequestKey("backbone_body", Body)
 
 
@@ -106,9 +111,10 @@ def parse(raw: bytes, content_type: str, charset: str | None, accepted: frozense
     if content_type == URLENCODED:
         return _urlencoded(raw, charset or "utf-8")
     try:
-        return Body("text", raw, raw.decode(charset or "utf-8"))
+        text = raw.decode(charset or "utf-8")
     except (UnicodeDecodeError, LookupError):
         return Refusal(400, "malformed_text", f"the body is not text in {charset or 'utf-8'}")
+    return NUL_REFUSAL if _NUL in text else Body("text", raw, text)
 
 
 def _json(raw: bytes) -> Body | Refusal:
@@ -121,6 +127,8 @@ def _json(raw: bytes) -> Body | Refusal:
         return Refusal(400, "malformed_json", "the body is not valid JSON")
     if nesting_exceeds(document, JSON_DEPTH_MAX):
         return _too_deep()
+    if _NUL_ESCAPE in text:  # the only way a NUL gets into a parsed string (json refuses it raw)
+        return NUL_REFUSAL
     return Body("json", raw, text, document)
 
 
@@ -147,6 +155,8 @@ def _urlencoded(raw: bytes, charset: str) -> Body | Refusal:
         pairs = parse_qsl(text, keep_blank_values=True, encoding=charset, max_num_fields=FORM_FIELDS_MAX)
     except (UnicodeDecodeError, LookupError, ValueError):
         return Refusal(400, "malformed_form", f"the form is not valid {URLENCODED} in {charset}")
+    if any(_NUL in name or _NUL in value for name, value in pairs):
+        return NUL_REFUSAL
     return Body("form", raw, text, form=tuple(pairs))
 
 
@@ -162,6 +172,8 @@ async def _multipart(request: web.Request, body_max_bytes: int) -> Body | Refusa
         return Refusal(400, "malformed_form", "files are not accepted")
     if len(pairs) > FORM_FIELDS_MAX:
         return Refusal(400, "malformed_form", f"a form has at most {FORM_FIELDS_MAX} fields")
+    if any(_NUL in name or _NUL in value for name, value in pairs):
+        return NUL_REFUSAL
     return Body("form", form=tuple(pairs))
 
 

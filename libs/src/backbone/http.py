@@ -13,7 +13,8 @@ The body is read once, by ``backbone.bodies`` (size, media type, syntax, nesting
 any handler), and screened as the handler will read it: a JSON document's keys and values, a
 form's decoded fields (``card+4242+4242…`` is ``card 4242 4242…``). Handlers take it with
 ``bodies.json_body``/``form_body``/``text_body`` and never parse it again. An error answer's text
-is redacted on the way out, a second line behind the guard.
+is redacted on the way out, a second line behind the guard. A NUL character in the path, the
+query or the body is refused (400 ``nul_character``): no database of ours can store one.
 
 Before both, ``traced`` opens the request's SERVER span, continuing the caller's W3C trace context
 (``traceparent``/``tracestate``) or starting a new trace, and binds the route's ``payment_id`` for
@@ -59,6 +60,7 @@ log = get_logger(__name__)
 RETRY_AFTER_S: Final = 2
 HEALTH_ROUTES: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 HTTP_LOOP: Final = "http"
+_NUL: Final = "\x00"
 CARD_DATA_REFUSED: Final = Counter(
     "http_card_data_refused_total",
     "HTTP requests refused because they carried card data, by the part that carried it",
@@ -113,6 +115,9 @@ def card_data_guard(
                 where = "body"  # card data in a body we would refuse anyway: say the graver reason
             elif _carries_card_data(body):
                 where = "body"
+        if where is None and _NUL in request.path + "".join(f"{k}{v}" for k, v in request.query.items()):
+            refusal = bodies.NUL_REFUSAL  # PostgreSQL's text cannot hold one: refused at the door
+            return error_response(refusal.status, refusal.code, refusal.message)
         if where is None:
             return _redacted(await handler(request))
         CARD_DATA_REFUSED.labels(where).inc()

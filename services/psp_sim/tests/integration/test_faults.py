@@ -10,7 +10,7 @@ import psycopg
 import requests
 from backbone.ids import new_id
 from backbone.psp import Absent, Applied, Conflict, Found, NoAnswer, Refused
-from psp_sim.testing import SimProcess
+from psp_sim.testing import API_KEY, SimProcess
 
 
 def _create(
@@ -145,3 +145,28 @@ def test_removing_an_unknown_fault_rule_is_404_and_saves_nothing(psp: SimProcess
     answer = requests.delete(f"{psp.control_url}/control/faults/no-such-rule", timeout=10)
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "resource_missing"
     assert saved() == before
+
+
+def test_a_nul_in_a_query_or_a_body_is_400_and_a_bad_limit_too(psp: SimProcess) -> None:
+    """A NUL character (which PostgreSQL's text cannot hold) in a query value or a body, at the API
+    or the control API, is a 400 (parameter_invalid in a query; nul_character from the shared body
+    reader), never a 500; so is a deliveries limit that is not 1-10000."""
+
+    auth = {"Authorization": f"Bearer {API_KEY}", "Idempotency-Key": "k-nul-1"}
+    answers = [
+        requests.get(f"{psp.api_url}/v1/refunds", params={"reference": "\x00"}, headers=auth, timeout=10),
+        requests.post(
+            f"{psp.api_url}/v1/payment_intents",
+            json={"amount_minor": 100, "currency": "USD", "reference": "a\x00"},
+            headers=auth,
+            timeout=10,
+        ),
+        requests.get(
+            f"{psp.control_url}/control/balance-transactions", params={"reference": "\x00"}, timeout=10
+        ),
+        requests.post(f"{psp.control_url}/control/webhooks/release", json={"hold_group": "\x00"}, timeout=10),
+        requests.get(f"{psp.control_url}/control/webhook-deliveries", params={"limit": "-1"}, timeout=10),
+    ]
+    codes = [(a.status_code, a.json()["error"]["code"]) for a in answers]
+    assert codes == [(400, "parameter_invalid"), (400, "nul_character"), (400, "parameter_invalid"),
+                     (400, "nul_character"), (400, "parameter_invalid")]  # fmt: skip

@@ -15,7 +15,7 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
 from aiohttp import web
@@ -79,6 +79,17 @@ def prepare_body(raw: bytes, content_type: str = JSON) -> dict[str, Any] | web.R
     if find_card_field(document):
         return _card_refusal()
     return document
+
+
+def has_nul(query: Mapping[str, str]) -> bool:
+    """A NUL character in a query name or value (PostgreSQL's text cannot hold one)."""
+    return any("\x00" in name or "\x00" in value for name, value in query.items())
+
+
+def _nul_refusal() -> web.Response:
+    return error_response(
+        400, "invalid_request_error", "parameter_invalid", "NUL characters are not accepted."
+    )
 
 
 def _card_refusal() -> web.Response:
@@ -154,6 +165,8 @@ class ApiHandlers:
             return error_response(
                 401, "authentication_error", "invalid_api_key", "Invalid or missing API key."
             )
+        if has_nul(request.query):
+            return _nul_refusal()
         try:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:

@@ -21,8 +21,10 @@ from psp_sim.application.service import Response
 from psp_sim.domain.intents import ActionOutcome
 from psp_sim.domain.reports import parse_batch_id
 from psp_sim.domain.wire import dumps
+from psp_sim.entrypoints.http_api import has_nul
 
 BODY_MAX_BYTES: Final = 65_536
+DELIVERIES_LIMIT_MAX: Final = 10_000
 DISCREPANCY_KINDS: Final = frozenset({"missing_row", "wrong_amount", "extra_row"})
 _CODE: Final = re.compile(r"[a-z0-9_]{1,64}")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -89,6 +91,8 @@ class ControlHandlers:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
+            if has_nul(request.query):
+                raise BadRequest("parameter_invalid", "NUL characters are not accepted.")
             return await handler(request)
         except BadRequest as bad:
             return _error(bad.status, bad.code, bad.message)
@@ -179,10 +183,10 @@ class ControlHandlers:
     async def deliveries(self, request: web.Request) -> web.StreamResponse:
         names = ("event_type", "reference", "intent", "state", "event_id")
         filters = {name: request.query[name] for name in names if request.query.get(name)}
-        try:
-            limit = int(request.query.get("limit", "200"))
-        except ValueError:
-            raise BadRequest("parameter_invalid", "limit must be an integer.") from None
+        raw = request.query.get("limit", "200")
+        limit = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 5 else 0
+        if not 1 <= limit <= DELIVERIES_LIMIT_MAX:
+            raise BadRequest("parameter_invalid", f"limit must be an integer 1..{DELIVERIES_LIMIT_MAX}.")
         return _ok({"data": await self._control.deliveries(filters, limit)})
 
     # -- reports ---------------------------------------------------------------------------------------------
