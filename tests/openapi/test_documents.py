@@ -14,6 +14,7 @@ free-text messages, listed in its documents by hand).
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import re
 import tempfile
@@ -28,6 +29,7 @@ from aiohttp import web
 from backbone.consumer.dlq import ReplayContext
 from backbone.consumer.dlq_http import DeadLetterSource, dead_letter_routes
 from backbone.health import Health
+from backbone.http import is_guarded
 from backbone.settings import load_settings
 from backbone.testing.openapi import CodeReader, read_codes, served_routes
 from backbone.testing.stack import REPO_ROOT
@@ -35,6 +37,7 @@ from backbone.tokens import Tokens
 
 SERVICES_DIR: Final = REPO_ROOT / "services"
 DEAD_LETTERS: Final = {"_Refused": (1, "error")}  # backbone.consumer.dlq_http's
+BODY_READER: Final = {"bodies.py:Refusal": (1, "code")}  # backbone.bodies': every product route's body
 METHODS: Final = frozenset({"GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS"})
 
 
@@ -256,9 +259,13 @@ def test_every_service_with_an_http_api_has_a_document() -> None:
 
 
 def _sources(api: Api, app: web.Application) -> list[Path]:
-    """The service's package and every module outside it that answers one of its routes."""
+    """The service's package, every module outside it that answers one of its routes, and the
+    shared body reader (``backbone.bodies``, once it exists) for an app made by ``service_app``."""
     package = SERVICES_DIR / api.service / "src" / api.service
     outside = {inspect.getsourcefile(r.handler) for r in app.router.routes()}
+    bodies = importlib.util.find_spec("backbone.bodies")
+    if is_guarded(app) and bodies is not None and bodies.origin is not None:
+        outside.add(bodies.origin)
     return sorted(package.rglob("*.py")) + sorted(
         Path(p) for p in outside if p and package not in Path(p).parents and "aiohttp" not in p
     )
@@ -269,7 +276,8 @@ def test_the_document_names_every_error_code_the_code_can_answer(api: Api) -> No
     """Every error code the service's code can answer stands in its document as a whole word
     (``not_found`` inside ``payment_not_found`` does not count)."""
     app = api.build()
-    codes, unread = read_codes(_sources(api, app), api.carriers, api.forwards)
+    carriers = {**api.carriers, **BODY_READER} if is_guarded(app) else api.carriers
+    codes, unread = read_codes(_sources(api, app), carriers, api.forwards)
     codes |= api.extra_codes()
     assert not unread, f"error codes the test cannot read (name the code as a literal): {unread}"
     assert codes, "the carriers name no code: the table is wrong"
