@@ -420,3 +420,11 @@ def _control_status(sim: SimulatorProcess, method: str, path: str) -> tuple[int,
         return response.status, json.loads(response.read() or b"null")
     finally:
         conn.close()
+
+
+def test_listing_deals_with_a_login_past_bigint_is_400(sim: SimulatorProcess) -> None:
+    """``GET /control/deals`` with a login or limit that is no bigint (too long, or a superscript
+    digit) is 400 naming the parameters, never a 500."""
+    for query in ("login=94012724326579458961206868443136", "login=%C2%B9", "limit=%C2%B9"):
+        status, body = _control_status(sim, "GET", f"/control/deals?{query}")
+        assert status == 400 and "login must be a number" in body["error"], query

@@ -77,6 +77,11 @@ def _amount(body: dict[str, Any], name: str, digits: int, default: str | None = 
     return value
 
 
+def _small_natural(raw: str) -> bool:
+    """ASCII digits that fit a PostgreSQL bigint (``str.isdigit`` alone takes "¹" and any length)."""
+    return raw.isascii() and raw.isdigit() and len(raw) <= 18
+
+
 def _account_view(account: Account, group: Group) -> dict[str, Any]:
     return {
         "login": account.login,
@@ -274,7 +279,11 @@ class ControlApi:
         query = request.query
         login = query.get("login")
         limit = query.get("limit", "1000")
-        if (login is not None and not login.isdigit()) or not limit.isdigit() or int(limit) > LIST_LIMIT_MAX:
+        if (
+            (login is not None and not _small_natural(login))
+            or not _small_natural(limit)
+            or int(limit) > LIST_LIMIT_MAX
+        ):
             raise BadInput(f"login must be a number; limit a number <= {LIST_LIMIT_MAX}")
         deals = await self._store.list_deals(
             int(login) if login else None, query.get("comment"), query.get("comment_prefix"), int(limit)
