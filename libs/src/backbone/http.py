@@ -105,26 +105,38 @@ def card_data_guard(
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         where = find_in_request(request.path, _query(request), request.headers.items(), None)
+        refused: bodies.Refusal | None = None
         if where is None and screen_body(request):
             body = await bodies.read(request, body_types, body_max_bytes)
             if isinstance(body, bodies.Refusal):
-                if body.status == 413 or not _refused_body_carries_card_data(await request.read()):
-                    route = route_name(request)
-                    log.info("http.body_refused", method=request.method, route=route, code=body.code)
-                    return error_response(body.status, body.code, body.message)
-                where = "body"  # card data in a body we would refuse anyway: say the graver reason
+                refused = body
+                if body.status != 413 and _refused_body_carries_card_data(await request.read()):
+                    where = "body"  # card data in a body we would refuse anyway: the graver reason
             elif _carries_card_data(body):
                 where = "body"
-        if where is None and _NUL in request.path + "".join(f"{k}{v}" for k, v in request.query.items()):
-            refusal = bodies.NUL_REFUSAL  # PostgreSQL's text cannot hold one: refused at the door
-            return error_response(refusal.status, refusal.code, refusal.message)
-        if where is None:
-            return _redacted(await handler(request))
-        CARD_DATA_REFUSED.labels(where).inc()
-        log.warning("http.card_data_forbidden", method=request.method, route=route_name(request), where=where)
-        return error_response(400, CARD_DATA_CODE, f"{CARD_DATA_MESSAGE} (found in the request's {where})")
+        if where is None and refused is None and _nul_in(request):
+            refused = bodies.NUL_REFUSAL  # PostgreSQL's text cannot hold one: refused at the door
+        if where is not None:
+            CARD_DATA_REFUSED.labels(where).inc()
+            log.warning(
+                "http.card_data_forbidden", method=request.method, route=route_name(request), where=where
+            )
+            return error_response(
+                400, CARD_DATA_CODE, f"{CARD_DATA_MESSAGE} (found in the request's {where})"
+            )
+        match refused:
+            case None:
+                return _redacted(await handler(request))
+            case bodies.Refusal(status=status, code=code, message=message):
+                log.info("http.body_refused", method=request.method, route=route_name(request), code=code)
+                return error_response(status, code, message)
 
     return guard
+
+
+def _nul_in(request: web.Request) -> bool:
+    """A NUL character in the decoded path or in a query name or value."""
+    return _NUL in request.path or any(_NUL in k or _NUL in v for k, v in request.query.items())
 
 
 def _carries_card_data(body: bodies.Body) -> bool:

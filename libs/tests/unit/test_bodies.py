@@ -66,6 +66,7 @@ REFUSED_JSON = [
     ("not JSON", {"data": "{nope"}, 400, "malformed_json"),
     ("not UTF-8", {"data": b"\xff\xfe\xfd"}, 400, "malformed_json"),
     ("huge integer", {"data": "1" * 5000}, 400, "malformed_json"),
+    ("a NUL", {"data": '{"reason": "a\\u0000b"}'}, 400, "nul_character"),
     (
         "text/plain",
         {"data": '{"a": 1}', "headers": {"Content-Type": "text/plain"}},
@@ -159,3 +160,14 @@ def test_nesting_is_measured_without_recursion() -> None:
     assert bodies.nesting_exceeds(deep, 32)
     assert not bodies.nesting_exceeds({"a": [1, {"b": []}]}, 4)  # four containers deep
     assert bodies.nesting_exceeds({"a": [1, {"b": []}]}, 3)
+
+
+def test_a_nul_is_refused_wherever_it_travels() -> None:
+    """A NUL character in a form field, in the decoded path or in the query is 400 nul_character
+    before any handler: no database of ours can store one."""
+    form = {"data": "reason=a%00b", "headers": {"Content-Type": bodies.URLENCODED}}
+    status, body, seen = _run(bodies.FORM_TYPES, _post("/form", **form))
+    assert (status, body["error"]["code"], seen) == (400, "nul_character", [])
+    for path in ("/json?target=%00", "/js%00on"):
+        status, body, seen = _run(bodies.JSON_TYPES, _post(path, json={}))
+        assert (status, body["error"]["code"], seen) == (400, "nul_character", []), path

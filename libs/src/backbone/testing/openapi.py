@@ -47,6 +47,7 @@ class CodeReader:
         """``carriers`` by name, or ``<file name>:<name>`` for one module's own; ``forwards``: the
         expressions (as written) that pass on a code read where its object was made (``refusal.code``)."""
         self.path, self.tree, self.forwards = path, ast.parse(path.read_text()), forwards
+        self.carrier_names = {k.rsplit(":", 1)[-1] for k in carriers}  # a class pattern may name any
         self.carriers = {k: v for k, v in carriers.items() if ":" not in k} | {
             k.split(":", 1)[1]: v for k, v in carriers.items() if k.startswith(f"{path.name}:")
         }
@@ -134,7 +135,7 @@ class CodeReader:
         """``name`` is bound by a class pattern of a carrier (``case Refusal(code=name)``): its codes
         are those read where the carrier is made."""
         for pattern in ast.walk(function):
-            if isinstance(pattern, ast.MatchClass) and _callee_name(pattern.cls) in self.carriers:
+            if isinstance(pattern, ast.MatchClass) and _callee_name(pattern.cls) in self.carrier_names:
                 bound = [p for p in [*pattern.patterns, *pattern.kwd_patterns] if isinstance(p, ast.MatchAs)]
                 if any(p.name == name for p in bound):
                     return True

@@ -586,12 +586,13 @@ def test_withdrawals_are_shown_of_the_operators_merchants_only() -> None:
 
 def test_a_nul_in_a_query_or_a_form_is_refused_before_any_page() -> None:
     """A NUL character (which PostgreSQL's text cannot hold) in a query filter or a form's value is
-    a 400 page before any page reads it or the store is asked: nothing is recorded or sent."""
+    refused (400 nul_character, backbone.http's guard) before any page reads it or the store is
+    asked: nothing is recorded or sent."""
 
     async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
         audits = list(store.audits)
         listed = await client.get("/audit?target=%00", headers=_as("alice"))
-        assert listed.status == 400 and "NUL" in await listed.text()
+        assert listed.status == 400 and "nul_character" in await listed.text()
         form = {"csrf": "csrf-alice", "reason": "no\x00pe"}
         acted = await client.post(f"{PAGE}/replay", data=form, headers=_as("alice"))
         assert acted.status == 400 and ledger.posts == []

@@ -155,7 +155,13 @@ class Api:
     def _amount(self, body: dict[str, Any]) -> int | web.Response:
         """The request's amount: an integer within the ceiling (``backbone.amounts``), or its 400."""
         amount = request_amount(body.get("amount_minor"), body.get("currency"), self._settings.amount_limit)
-        return _error(400, amount.code, amount.message) if isinstance(amount, AmountRefused) else amount
+        match amount:
+            case int():
+                return amount
+            case AmountRefused(code="amount_too_large", message=message):
+                return _error(400, "amount_too_large", message)
+            case AmountRefused(message=message):
+                return _error(400, "invalid_amount", message)
 
     async def _json(self, request: web.Request) -> dict[str, Any] | web.Response:
         body = json_body(request)  # read, bounded and screened by backbone.http's guard

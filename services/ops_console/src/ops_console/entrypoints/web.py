@@ -130,13 +130,8 @@ class Console:
 
     @web.middleware
     async def _gate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        response: web.StreamResponse
         try:
-            if await _carries_nul(request):  # PostgreSQL's text cannot hold one: refused before any page
-                why = "A NUL character is not accepted in a form or a query."
-                response = page(request, "refused.html", {"why": why, "heading": "Bad request"}, 400)
-            else:
-                response = await self._checked(request, handler)
+            response = await self._checked(request, handler)
         except web.HTTPException as exc:
             if exc.status < 400:  # a redirect: the same headers
                 for name, value in HEADERS.items():
@@ -187,14 +182,6 @@ class Console:
             why = f"You need the {permission.value} permission."
             return page(request, "refused.html", {"why": why}, 403)
         return await handler(request)
-
-
-async def _carries_nul(request: web.Request) -> bool:
-    """Whether a query or form name or value holds a NUL character."""
-    pairs = list(request.query.items())
-    if request.method == "POST":
-        pairs += [(k, v) for k, v in (await request.post()).items() if isinstance(v, str)]
-    return any("\x00" in name or "\x00" in value for name, value in pairs)
 
 
 def serve(app: web.Application, settings: ConsoleSettings) -> None:

@@ -69,8 +69,9 @@ def prepare_body(raw: bytes, content_type: str = JSON) -> dict[str, Any] | web.R
     if find_card_number(raw.decode("latin-1")):  # before anything else, valid JSON or not
         return _card_refusal()
     parsed = bodies.parse(raw, content_type, None, bodies.JSON_TYPES)
-    if isinstance(parsed, bodies.Refusal):
-        return error_response(parsed.status, "invalid_request_error", parsed.code, parsed.message)
+    match parsed:
+        case bodies.Refusal(status=status, code=code, message=message):
+            return error_response(status, "invalid_request_error", code, message)
     if find_card_number(parsed.text):
         return _card_refusal()
     document = {} if parsed.document is None else parsed.document

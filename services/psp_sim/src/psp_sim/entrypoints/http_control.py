@@ -60,8 +60,9 @@ def _csv(text: str, name: str) -> web.Response:
 
 async def _body(request: web.Request) -> dict[str, Any]:
     body = await bodies.read(request, bodies.JSON_TYPES, BODY_MAX_BYTES)
-    if isinstance(body, bodies.Refusal):
-        raise BadRequest(body.code, body.message, body.status)
+    match body:
+        case bodies.Refusal(status=status, code=code, message=message):
+            raise BadRequest(code, message, status)
     document = {} if body.document is None else body.document
     if not isinstance(document, dict):
         raise BadRequest("invalid_json", "The body must be a JSON object.")
