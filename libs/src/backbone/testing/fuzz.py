@@ -14,9 +14,8 @@ answer): they may grow, never shrink, and nothing else may change.
     outcome = fuzz(Target(...), examples=5, seed_value=34)
     assert not outcome.failures, outcome.failures
 
-A 5xx answering a body that the shared body reader (``backbone.http``, being written) is to refuse
-(not UTF-8 JSON, nested deeper than 32, another media type) is reported apart, not failed, unless
-``Target.strict_bodies``: those are that reader's to fix.
+Every 5xx fails, whatever the body was: the shared body reader (``backbone.bodies``) refuses a
+body it cannot read with a 4xx before any handler.
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import json
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +40,6 @@ from schemathesis.core.result import Err
 from schemathesis.core.transport import Response
 
 REQUEST_TIMEOUT_S: Final = 30
-BODY_DEPTH_MAX: Final = 32  # the shared body reader's limit (backbone.http)
 Digest = dict[str, tuple[int, int]]  # table -> (rows, sum of row hashes)
 AnyCase = Case[Any]
 Prepare = Callable[[AnyCase, dict[str, str]], None]  # edits a case and its headers before the call
@@ -67,7 +63,6 @@ class Target:
     after_each: Callable[[str], None] | None = None  # called with the operation after each call
     session: requests.Session | None = None  # one connection for every call (MT5: the session)
     # a 5xx for a body the shared body reader is to refuse fails the run too (else it is reported)
-    strict_bodies: bool = False
 
 
 def digest_query(conn: psycopg.Connection) -> str:
@@ -130,43 +125,12 @@ def _show(case: AnyCase) -> str:
     return " ".join(p for p in parts if p)
 
 
-def body_unreadable(request: requests.PreparedRequest) -> str | None:
-    """Why the shared body reader (``backbone.http``) should have refused the request's body
-    (not UTF-8, not JSON or a form, nested too deep, another media type), or None when it is a
-    readable body (or none)."""
-    body = request.body
-    raw = body.encode() if isinstance(body, str) else body if isinstance(body, bytes) else b""
-    if not raw:
-        return None
-    given = request.headers.get("Content-Type") or ""
-    kind = (given.decode("latin-1") if isinstance(given, bytes) else given).split(";")[0].strip().lower()
-    try:
-        text = raw.decode()
-        if kind == "application/x-www-form-urlencoded":
-            urllib.parse.parse_qsl(text, strict_parsing=True, errors="strict")
-            return None
-        if kind != "application/json":
-            return f"media type {kind or '(none)'}"
-        return "nested deeper than 32" if _depth(json.loads(text)) > BODY_DEPTH_MAX else None
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return "not UTF-8 JSON (or form)"
-
-
-def _depth(value: object) -> int:
-    if isinstance(value, dict):
-        return 1 + max((_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((_depth(v) for v in value), default=0)
-    return 0
-
-
 class _Fuzzer:
     """One target's run: every call, the digest after the last answer, what failed."""
 
     def __init__(self, target: Target, database: Database) -> None:
         self.target, self.database = target, database
         self.failures: list[str] = []
-        self.body_5xx: list[str] = []  # 5xx whose body the shared body reader is to refuse
         self.statuses: collections.Counter[int] = collections.Counter()
         self.digest = database.digest()
 
@@ -190,12 +154,7 @@ class _Fuzzer:
         after = self.database.digest()
         if response.status_code >= 500:
             text = response.content[:200].decode(errors="replace").replace("\n", " ")
-            found = f"{target.name} {label}: {response.status_code} {text} <- {_show(case)}"
-            unreadable = body_unreadable(response.request)
-            if unreadable is None or target.strict_bodies:
-                self.failures.append(found)
-            else:
-                self.body_5xx.append(f"{found} (body {unreadable})")
+            self.failures.append(f"{target.name} {label}: {response.status_code} {text} <- {_show(case)}")
         elif target.refused(response):
             moved = changed(self.digest, after, target.refusal_logs)
             if moved:
@@ -211,7 +170,6 @@ class _Fuzzer:
 @dataclass(frozen=True)
 class Outcome:
     failures: list[str]  # a 5xx, no answer, or a refusal that changed the database
-    body_5xx: list[str]  # a 5xx for a body the shared body reader is to refuse (not strict)
     statuses: dict[int, int]  # answers by status: what the inputs reached
 
     @property
@@ -240,7 +198,7 @@ def fuzz(target: Target, *, examples: int, seed_value: int) -> Outcome:
                 _run(strategy, functools.partial(fuzzer.call, label, headers), examples, seed_value)
     finally:
         database.close()
-    return Outcome(fuzzer.failures, fuzzer.body_5xx, dict(sorted(fuzzer.statuses.items())))
+    return Outcome(fuzzer.failures, dict(sorted(fuzzer.statuses.items())))
 
 
 def _run(
