@@ -35,6 +35,7 @@ class Api:
         """``path`` as the console acting for ``who`` (name, merchants); None: ADMIN's own token."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.base + path, data=data, method="POST" if data else "GET")
+        request.add_header("Content-Type", "application/json")  # as every client of the API sends it
         if who is None:
             request.add_header("Authorization", f"Bearer {ADMIN}")
         else:

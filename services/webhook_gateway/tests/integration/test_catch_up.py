@@ -32,7 +32,9 @@ def sim(stack: Stack, tmp_path: Path) -> Iterator[SimProcess]:
     databases.drop_database(stack.pg_admin_url, db_url)
 
 
-def _catch_up(db_url: str, sim: SimProcess, log: Path) -> Proc:
+def _catch_up(db_url: str, sim: SimProcess, log: Path) -> tuple[Proc, int]:
+    """A catch-up process, and its health port."""
+    port = free_port()
     env = {
         "DATABASE_URL": db_url,
         "PSP_BASE_URL": sim.api_url,
@@ -41,9 +43,9 @@ def _catch_up(db_url: str, sim: SimProcess, log: Path) -> Proc:
         "CATCH_UP_SETTLE_S": "1",
         "CATCH_UP_OVERLAP_S": "5",
         "CATCH_UP_FIRST_WINDOW_S": "600",
-        "HEALTH_PORT": str(free_port()),
+        "HEALTH_PORT": str(port),
     }
-    return Proc(["-m", "webhook_gateway", "catch-up"], env, log)
+    return Proc(["-m", "webhook_gateway", "catch-up"], env, log), port
 
 
 def _receipts(db_url: str, intent_id: str) -> dict[str, tuple[str, str]]:
@@ -76,8 +78,8 @@ def test_a_dropped_webhook_is_caught_up_from_the_events_list(
         wait_until(lambda: len(_receipts(gateway.db_url, intent.id)) == 1, timeout_s=10, what="webhook")
         sim.fault(kind="webhook_drop", event_type="payment_intent.succeeded", reference=reference)
         assert isinstance(client.capture_intent(new_id("op"), intent.id), Applied)
-    first = _catch_up(gateway.db_url, sim, tmp_path / "catch-up-1.log")
-    second = _catch_up(gateway.db_url, sim, tmp_path / "catch-up-2.log")
+    first, first_port = _catch_up(gateway.db_url, sim, tmp_path / "catch-up-1.log")
+    second, second_port = _catch_up(gateway.db_url, sim, tmp_path / "catch-up-2.log")
     try:
         wait_until(lambda: len(_receipts(gateway.db_url, intent.id)) == 2, timeout_s=20, what="caught up")
         assert _receipts(gateway.db_url, intent.id) == {
@@ -94,6 +96,10 @@ def test_a_dropped_webhook_is_caught_up_from_the_events_list(
         assert outbox == (2,) and cursor is not None
         logs = (tmp_path / "catch-up-1.log").read_text() + (tmp_path / "catch-up-2.log").read_text()
         assert logs.count("catch_up.event_stored") == 1 and logs.count("catch_up.leading") == 1
+        # both past their start (a pass done, so SIGTERM is theirs to handle): the one standing by
+        # may still have been importing when the leader caught up
+        for port in (first_port, second_port):
+            wait_until(lambda port=port: _readiness(port)[0] == 200, timeout_s=20, what="both passing")
     except BaseException:
         first.kill()
         second.kill()

@@ -236,26 +236,14 @@ def _audit(
 ) -> None:
     conn.execute(
         insert(audit).values(
-            operator=_storable(redact_card_numbers(operator)[:200]),
+            operator=redact_card_numbers(operator)[:200],
             action=action,
-            target=_storable(redact_card_numbers(target)),
+            target=redact_card_numbers(target),
             outcome=outcome,
-            reason=_storable(redact_text(reason)),
-            detail=_storable(redact_detail(detail)),
+            reason=redact_text(reason),
+            detail=redact_detail(detail),
         )
     )
-
-
-def _storable(value: Any) -> Any:
-    """``value`` with every NUL character shown as ``\\x00``: PostgreSQL's text and jsonb cannot hold
-    one, and a refused act is audited as sent (a person may have pasted anything)."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\\x00")
-    if isinstance(value, dict):
-        return {_storable(k): _storable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_storable(v) for v in value]
-    return value
 
 
 class PgRepairDesk:
