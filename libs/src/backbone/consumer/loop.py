@@ -148,6 +148,7 @@ class IdempotentConsumer:
         self._waiting: dict[tuple[str, int, int], float] = {}  # (topic, partition, offset) -> since (NotYet)
         self._pending_commits: dict[TopicPartitionKey, int] = {}
         self._last_commit_s = -float("inf")  # monotonic time of the last offset commit tried
+        self._commit_in_flight = False
         self._infra_failures = 0
         self._next_reach = 0.0
         self._last_prune = time.monotonic()
@@ -164,6 +165,7 @@ class IdempotentConsumer:
         )
         config["error_cb"] = self._on_kafka_error
         config["stats_cb"] = self._on_statistics
+        config["on_commit"] = self._on_commit
         self._consumer = Consumer(config)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -189,7 +191,7 @@ class IdempotentConsumer:
                 self.poll_once()
         finally:
             if self._fatal is None:
-                self._flush_commits(set(self._pending_commits))
+                self._flush_commits(set(self._pending_commits), wait=True)
                 self._consumer.close()  # leaves the group: partitions move at once, not after a timeout
             self._close_connection()
             log.info("consumer.stopped", consumer=self._name)
@@ -507,20 +509,34 @@ class IdempotentConsumer:
         if time.monotonic() - self._last_commit_s >= self._s.commit_interval_ms / 1000:
             self._flush_commits(set(self._pending_commits))
 
-    def _flush_commits(self, tps: set[TopicPartitionKey]) -> None:
+    def _flush_commits(self, tps: set[TopicPartitionKey], *, wait: bool = False) -> None:
+        """From the loop, asynchronously (one commit in flight, answered in ``_on_commit``): a
+        synchronous commit waits without bound for the group's coordinator, and while the group
+        rejoins, for an assignment only this thread can serve. ``wait`` in a revoke callback and at
+        shutdown, where the positions must reach Kafka before the partitions move."""
         pending = {tp: self._pending_commits[tp] for tp in tps if tp in self._pending_commits}
-        if not pending:
+        if not pending or (self._commit_in_flight and not wait):
             return
         offsets = [TopicPartition(tp[0], tp[1], offset) for tp, offset in pending.items()]
         self._last_commit_s = time.monotonic()
         try:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
+            if wait:
+                self._on_commit(None, self._consumer.commit(offsets=offsets, asynchronous=False))
+            else:
+                self._consumer.commit(offsets=offsets, asynchronous=True)
+                self._commit_in_flight = True
         except KafkaException as exc:
             log.warning("consumer.offset_commit_failed", consumer=self._name, error=str(exc))
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        self._commit_in_flight = False
+        if error is not None:
+            log.warning("consumer.offset_commit_failed", consumer=self._name, error=error.str())
             return
-        for tp, offset in pending.items():
-            if self._pending_commits.get(tp) == offset:
-                del self._pending_commits[tp]
+        for p in partitions:
+            tp = (p.topic, p.partition)
+            if p.error is None and tp in self._pending_commits and self._pending_commits[tp] <= p.offset:
+                del self._pending_commits[tp]  # a later position, applied meanwhile, stays pending
 
     def _seek(self, tp: TopicPartitionKey, offset: int) -> None:
         try:
@@ -547,7 +563,7 @@ class IdempotentConsumer:
 
     def _on_revoke(self, _: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {(p.topic, p.partition) for p in partitions}
-        self._flush_commits(revoked)  # still ours during the callback: hand over exact positions
+        self._flush_commits(revoked, wait=True)  # still ours during the callback: exact positions
         self._forget(revoked)
         log.info("consumer.revoked", consumer=self._name, partitions=_names(partitions))
 
