@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from backbone.psp import Applied, Found, NoAnswer, PspClient
+from backbone.testing.stack import free_port
 
 INTENT = {
     "id": "pi_1",
@@ -147,9 +148,7 @@ def test_connection_cut_without_an_answer_is_unknown_and_not_retried(serve: Any)
 
 def test_connection_refused_is_unknown() -> None:
     """Nobody listening: NoAnswer, for a write and for a read."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # below the ephemeral range: no outgoing connection takes it meanwhile
     with PspClient(f"http://127.0.0.1:{port}", "k", timeout_ms=500, connect_timeout_ms=300) as client:
         assert isinstance(client.cancel_intent("op_1", "pi_1"), NoAnswer)
         assert isinstance(client.retrieve_intent("pi_1"), NoAnswer)

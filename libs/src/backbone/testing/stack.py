@@ -9,13 +9,14 @@ integration tests are never skipped for want of infrastructure.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from confluent_kafka.admin import AdminClient
 
@@ -103,7 +104,24 @@ def _start_local() -> Stack:
     return Stack(f"127.0.0.1:{port}", admin_url, "local")
 
 
+# Ports for the processes a test starts, below the kernel's ephemeral range (32768-60999 here), so
+# that no outgoing connection can take one between its choice and its bind; each pytest-xdist worker
+# draws from a range of its own, so that two workers never choose the same port.
+PORT_BASE: Final = 20_000
+PORTS_PER_WORKER: Final = 1_500
+_next_port = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nobody listens on, from this process's range (``PYTEST_XDIST_WORKER``'s)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    base = PORT_BASE + (int(worker) if worker.isdigit() else 0) % 8 * PORTS_PER_WORKER
+    for _ in range(PORTS_PER_WORKER):
+        port = base + next(_next_port) % PORTS_PER_WORKER
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (a process of this run still on it, or someone else's)
+            return port
+    raise StackUnavailable(f"no free port in {base}-{base + PORTS_PER_WORKER - 1}")

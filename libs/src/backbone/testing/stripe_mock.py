@@ -66,11 +66,12 @@ def _answers(port: int) -> bool:
 def running(log_path: Path) -> Iterator[StripeMock]:
     """One stripe-mock on a free loopback port for the ``with`` block."""
     path = binary()
-    port = free_port()
+    port, https_port = free_port(), free_port()
+    # Without -https-addr it also takes 12112 for HTTPS: a second mock (another xdist worker's)
+    # would die on "address already in use".
+    command = [str(path), "-http-addr", f"127.0.0.1:{port}", "-https-addr", f"127.0.0.1:{https_port}"]
     with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [str(path), "-http-addr", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT
-        )
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             while not _answers(port):
