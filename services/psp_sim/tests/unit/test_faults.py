@@ -26,6 +26,17 @@ def test_unlimited_rule_until_cleared() -> None:
     assert book.remove(rule.id) and book.take(CALL_KINDS, "create", []) is None
 
 
+def test_removing_an_unknown_rule_changes_no_version() -> None:
+    """An unknown id removes nothing and leaves the version alone: a bumped version made the next
+    write save the book again, so a refused ``DELETE`` changed the saved row a moment later (seen
+    when the suite first ran in parallel)."""
+    book = FaultBook()
+    rule = book.add({"kind": "apply_then_fail"})
+    version = book.version
+    assert not book.remove("flt_nobody") and book.version == version
+    assert book.remove(rule.id) and book.version == version + 1 and book.rules == []
+
+
 def test_webhook_rules_compose() -> None:
     """Duplicate and wrong-secret rules both apply to one event; the event type scopes them."""
     book = FaultBook()

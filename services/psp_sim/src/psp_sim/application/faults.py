@@ -148,10 +148,12 @@ class FaultBook:
         return rule
 
     def remove(self, rule_id: str) -> bool:
-        before = len(self.rules)
-        self.rules = [r for r in self.rules if r.id != rule_id]
+        kept = [r for r in self.rules if r.id != rule_id]
+        if len(kept) == len(self.rules):
+            return False  # a refusal changes nothing: no new version for the next write to save
+        self.rules = kept
         self.version += 1
-        return len(self.rules) != before
+        return True
 
     def clear(self) -> None:
         self.rules = []
