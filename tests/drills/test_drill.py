@@ -1,6 +1,8 @@
-"""Fault drills in the test suite (issue 17): one short seed of the whole product under a random
-schedule of faults, and every saved schedule of a seed that once failed (``schedules/*.json``),
-replayed as a regression test. ``make drills`` runs the long ones (20 seeds of 60 s)."""
+"""Fault drills in the long tier (``make test-long``, CI's step after ``make test``): two short
+seeds of the whole product under a random schedule of faults, and every saved schedule of a seed
+that once failed (``schedules/*.json``), replayed as a regression test. ``make drills`` runs the
+long ones (20 seeds of 60 s). A drill takes about a minute on a quiet machine, past the budget of
+a test in ``make test``."""
 
 from __future__ import annotations
 
@@ -34,19 +36,33 @@ def _explain(result: DrillResult) -> str:
     )
 
 
-@pytest.mark.timeout(1200)  # a drill is minutes of real processes: 30 s of faults, then quiescence
+@pytest.mark.long  # make test-long: a drill is a minute of the whole product, past a test's budget
+@pytest.mark.timeout(1200)
 def test_a_short_drill_keeps_every_promise_and_its_checks_are_not_blind(
     infra: PrivateInfra, tmp_path: Path
 ) -> None:
-    """One seed (``DRILL_SEED``, default 1) of 30 s of deposits, refunds, chargebacks and withdrawals
-    under its random faults, a reconciliation killed mid-run among them: afterwards every check
-    passes (every request answered, every acknowledged one reflected, one MT5 deal per money
-    movement on the right login for the right amount, statuses forward only, facts in order,
-    balanced journals, books = MT5 per login, one debit and at most one payout per approved
-    withdrawal and nothing left in transit, no dead letters, a clean reconciliation, no run lock
-    left, no case twice). Then a deal nobody made, a second copy of a real deposit's deal and a
-    second copy of a withdrawal's debit are put on MT5 behind the product's back: the deal, the
-    withdrawal and the liability checks report them."""
+    """One seed (``DRILL_SEED``, default 3: processes killed and paused, PostgreSQL crashed, MT5
+    and PSP calls failing, a secret rotated; the broker restarts are the long tier's, below) of 20 s
+    of deposits, refunds, chargebacks and withdrawals under its random faults, a reconciliation
+    killed mid-run among them: afterwards every check passes (every request answered, every
+    acknowledged one reflected, one MT5 deal per money movement on the right login for the right
+    amount, statuses forward only, facts in order, balanced journals, books = MT5 per login, one
+    debit and at most one payout per approved withdrawal and nothing left in transit, no dead
+    letters, a clean reconciliation, no run lock left, no case twice). Then a deal nobody made, a
+    second copy of a real deposit's deal and a second copy of a withdrawal's debit are put on MT5
+    behind the product's back: the deal, the withdrawal and the liability checks report them."""
+    _drill_and_tamper(infra, tmp_path, int(os.environ.get("DRILL_SEED", "3")), duration_s=20)
+
+
+@pytest.mark.long
+@pytest.mark.timeout(1200)
+def test_a_drill_with_a_broker_restart_keeps_every_promise(infra: PrivateInfra, tmp_path: Path) -> None:
+    """Seed 1 for 30 s (the short drill until the suite's budget): the same checks and tampering,
+    with Kafka restarted under load and MT5 disconnecting every session."""
+    _drill_and_tamper(infra, tmp_path, 1, duration_s=30)
+
+
+def _drill_and_tamper(infra: PrivateInfra, tmp_path: Path, seed: int, *, duration_s: float) -> None:
     seen: dict[str, list[str]] = {}
 
     def tamper(checker: Checker) -> None:
@@ -63,8 +79,8 @@ def test_a_short_drill_keeps_every_promise_and_its_checks_are_not_blind(
         seen["deals"], seen["liability"] = checker.deals(), checker.liability()
         seen["withdrawals"] = checker.withdrawal_money()
 
-    seed = int(os.environ.get("DRILL_SEED", "1"))
-    result = run_seed(seed, infra, tmp_path / f"seed-{seed}", duration_s=30, deposits=10, probe=tamper)
+    workdir = tmp_path / f"seed-{seed}"
+    result = run_seed(seed, infra, workdir, duration_s=duration_s, deposits=10, probe=tamper)
     assert result.passed, _explain(result)
     assert any("dep:999999999" in v and "explained by nothing" in v for v in seen["deals"]), seen
     assert any("2 deals with comment 'dep:" in v for v in seen["deals"]), seen
@@ -73,6 +89,7 @@ def test_a_short_drill_keeps_every_promise_and_its_checks_are_not_blind(
     assert len(seen["liability"]) >= 1, seen
 
 
+@pytest.mark.long  # make test-long: each replay is a minute or more of real processes
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=[p.stem for p in SCHEDULES])
 def test_a_schedule_that_once_failed_now_keeps_every_promise(

@@ -20,7 +20,7 @@ from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
 from backbone.testing.system import System
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # make test-long: minutes of kills
 
 WORKERS_AND_CONSUMERS = (
     "payment_state-worker",

@@ -339,7 +339,10 @@ class System:
             "PAYMENT_STATE_DB_POOL_SIZE_MAX": "4",
         }
         self._run("payment_state-api", ["-m", "payment_state", "api"], api_env)
-        self._run("payment_state-worker", ["-m", "payment_state", "worker"], {**db, **psp})
+        # a claim left by a killed worker expires in 10 s instead of the product's 60 s; still above
+        # batch / concurrency x 2 x PSP_TIMEOUT_MS (16 / 8 x 2 x 2 s), as the setting asks
+        worker = {**db, **psp, "EXECUTOR_LEASE_MS": "10000"}
+        self._run("payment_state-worker", ["-m", "payment_state", "worker"], worker)
         self._run("payment_state-consume", ["-m", "payment_state", "consume"], {**db, **CONSUMER_ENV})
         self._run("payment_state-relay", ["-m", "payment_state", "relay"], {**db, **RELAY_ENV})
 
