@@ -38,7 +38,7 @@ from backbone import tracing
 from backbone.testing import stack as test_stack
 from backbone.testing import stripe_mock as test_stripe_mock
 
-RUN_ENV: Final = "BACKBONE_TEST_RUN"
+RUN_ENV: Final = test_stack.RUN_ENV
 LONG: Final = "long"
 _RUN_INPUT: Final = "backbone_test_run"
 

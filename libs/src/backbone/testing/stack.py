@@ -23,6 +23,8 @@ from confluent_kafka.admin import AdminClient
 from backbone.postgres import connect
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
+# Names the test run in the environment of every process it starts (``pytest_plugin``'s leftovers).
+RUN_ENV: Final = "BACKBONE_TEST_RUN"
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,11 @@ def _start_testcontainers() -> Stack:  # pragma: no cover - no Docker engine on 
 
 
 def _start_local() -> Stack:
+    # The shared stack outlives the run that started it: not one of the run's leftovers.
+    env = {k: v for k, v in os.environ.items() if k != RUN_ENV}
     for script in ("deploy/postgres/pg.sh", "deploy/kafka/kafka.sh"):
         result = subprocess.run(
-            ["bash", str(REPO_ROOT / script), "start"], capture_output=True, text=True, check=False
+            ["bash", str(REPO_ROOT / script), "start"], capture_output=True, text=True, check=False, env=env
         )
         if result.returncode != 0:
             raise StackUnavailable(f"{script} start failed:\n{result.stdout}\n{result.stderr}")
