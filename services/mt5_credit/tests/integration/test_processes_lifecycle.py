@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from backbone.testing.processes import Proc
+from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import Stack
 from mt5_credit.testing import credit_database
 
@@ -62,6 +62,14 @@ def test_sigterm_stops_a_worker_cleanly(db_url: str, tmp_path: Path) -> None:
     """A running worker (MT5 unreachable: it keeps polling) exits 0 on SIGTERM."""
     env = {"DATABASE_URL": db_url, **MT5, "MT5_CONNECT_TIMEOUT_MS": "200", "CREDIT_POLL_INTERVAL_MS": "50"}
     proc = Proc(["-m", "mt5_credit", "worker"], env, tmp_path / "worker.log")
+    # running: its loop reached the database (its SIGTERM handler is in place before that; a loaded
+    # machine once took more than 2 s to get there, and the signal found Python's default action)
+    wait_until(
+        lambda: '"dependency.up"' in proc.logs(),
+        60,
+        "the worker's loop",
+        alive=lambda: proc.popen.poll() is None,
+    )
     with pytest.raises(subprocess.TimeoutExpired):
         proc.popen.wait(2)  # still running: it keeps polling while MT5 is away
     proc.popen.send_signal(signal.SIGTERM)
