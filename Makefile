@@ -27,7 +27,7 @@ help:
 	@echo "make check-deploy    compose + Kubernetes files are the catalogue's rendering and valid (offline)"
 	@echo "make check-alerts    promtool check/test of deploy/prometheus, runbooks and metrics per rule"
 	@echo "make verify-run      run, deposit, SIGKILL every service (restarted), down, up: state kept"
-	@echo "make test            install, up, then the test suite every change must pass (~11 min)"
+	@echo "make test            install, up, then the test suite every change must pass (~10 min)"
 	@echo "make test-long       the long tier: drills, their schedules replayed, scale-out (~8 min)"
 	@echo "make test-unit       unit tests only (no Kafka/PostgreSQL)"
 	@echo "make lint            ruff + mypy --strict on libs/ and services/"
