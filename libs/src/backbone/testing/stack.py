@@ -9,10 +9,12 @@ integration tests are never skipped for want of infrastructure.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,24 +110,45 @@ def _start_local() -> Stack:
     return Stack(f"127.0.0.1:{port}", admin_url, "local")
 
 
-# Ports for the processes a test starts, below the kernel's ephemeral range (32768-60999 here), so
-# that no outgoing connection can take one between its choice and its bind; each pytest-xdist worker
-# draws from a range of its own, so that two workers never choose the same port.
-PORT_BASE: Final = 20_000
-PORTS_PER_WORKER: Final = 1_500
-_next_port = itertools.count()
+# Ports for the processes tests and benchmarks start. Below the kernel's ephemeral range (32768-60999
+# here), so that no outgoing connection takes one between its choice and its bind; and reserved
+# machine-wide for RESERVE_S, so that no other process (another xdist worker, a benchmark beside the
+# suite) is given it before its owner binds it: a run under a parallel make bench-e2e once had its
+# API's port answered by the benchmark's process.
+PORT_LOW: Final = 20_000
+PORT_HIGH: Final = 32_000
+RESERVE_S: Final = 300.0
+_RESERVATIONS: Final = Path(tempfile.gettempdir()) / "backbone-test-ports"
+_cursor = itertools.count(os.getpid() * 7919 % (PORT_HIGH - PORT_LOW))  # processes start apart
 
 
 def free_port() -> int:
-    """A loopback port nobody listens on, from this process's range (``PYTEST_XDIST_WORKER``'s)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    base = PORT_BASE + (int(worker) if worker.isdigit() else 0) % 8 * PORTS_PER_WORKER
-    for _ in range(PORTS_PER_WORKER):
-        port = base + next(_next_port) % PORTS_PER_WORKER
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue  # in use (a process of this run still on it, or someone else's)
+    """A loopback port nobody listens on, and that no process was given in the last ``RESERVE_S``."""
+    span = PORT_HIGH - PORT_LOW
+    _RESERVATIONS.mkdir(exist_ok=True)
+    with (_RESERVATIONS / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the check and the reservation, one process at a time
+        for _ in range(span):
+            port = PORT_LOW + next(_cursor) % span
+            reservation = _RESERVATIONS / str(port)
+            if _younger_than(reservation, RESERVE_S) or not _bindable(port):
+                continue
+            reservation.touch()
             return port
-    raise StackUnavailable(f"no free port in {base}-{base + PORTS_PER_WORKER - 1}")
+    raise StackUnavailable(f"no free port in {PORT_LOW}-{PORT_HIGH - 1}")
+
+
+def _younger_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < seconds
+    except FileNotFoundError:
+        return False
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False  # someone listens on it (a process still running, or not ours)
+        return True
