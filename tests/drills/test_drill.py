@@ -42,7 +42,7 @@ def test_a_short_drill_keeps_every_promise_and_its_checks_are_not_blind(
     infra: PrivateInfra, tmp_path: Path
 ) -> None:
     """One seed (``DRILL_SEED``, default 3: processes killed and paused, PostgreSQL crashed, MT5
-    and PSP calls failing, a secret rotated; the broker restarts are the long tier's, below) of 20 s
+    and PSP calls failing, a secret rotated; a broker restart is the next drill's) of 20 s
     of deposits, refunds, chargebacks and withdrawals under its random faults, a reconciliation
     killed mid-run among them: afterwards every check passes (every request answered, every
     acknowledged one reflected, one MT5 deal per money movement on the right login for the right
