@@ -47,3 +47,14 @@ def test_a_reset_that_deadlocks_with_a_writer_is_tried_again(shared_sim: SimProc
     assert answer and answer[0][0] == 200, answer
     with connect(shared_sim.db_url) as conn:
         assert conn.execute("SELECT count(*) FROM payouts").fetchone() == (0,)
+
+
+def test_a_reset_has_saved_what_it_cleared_when_it_answers(shared_sim: SimProcess) -> None:
+    """After a reset's answer, its cleared fault book is in the table already, not saved later by
+    whichever write comes next: a test that read the table right after a reset saw the row appear
+    under it, with nothing of its own done."""
+    shared_sim.fault(kind="apply_then_fail", operation="create", count=1)
+    shared_sim.ok("POST", "/control/reset")
+    with connect(shared_sim.db_url) as conn:
+        row = conn.execute("SELECT value FROM sim_config WHERE key = 'faults'").fetchone()
+    assert row is not None and row[0]["rules"] == []
