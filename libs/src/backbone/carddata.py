@@ -49,6 +49,9 @@ _DIGIT_RUN: Final = re.compile(
     r"[0-9](?<![0-9A-Za-z][0-9])(?=[0-9 -]{11})[0-9]*(?:[ -][0-9]+)*(?![0-9A-Za-z])"
 )
 _GROUP: Final = re.compile(r"[0-9]+")
+# Twelve characters of a card number's alphabet in a row, starting with a digit: every card number
+# ``_iter_spans`` can find is such a run, whatever surrounds it (see ``encoded_may_hold_card_number``).
+_ENCODED_RUN: Final = re.compile(rb"[0-9][0-9 -]{11}")
 # A W3C traceparent (ADR 0012): random hex ids whose all-digit span id (about 1 in 2000) could read as
 # a card number; exactly this shape is not screened, anything else in the header is.
 _TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
@@ -117,6 +120,18 @@ def card_spans(text: str) -> list[tuple[int, int]]:
 def find_card_number(text: str) -> bool:
     """True if ``text`` contains something shaped like a card number (see the module docstring)."""
     return next(_iter_spans(text), None) is not None
+
+
+def encoded_may_hold_card_number(encoded: bytes) -> bool:
+    """False only when no text inside this Avro datum can hold a card number: a cheap screen, in C,
+    before ``find_card_data(..., numbers=False)`` walks the decoded record in Python.
+
+    Why it is exact enough: Avro writes a string or bytes value as its raw bytes (UTF-8 keeps ASCII
+    digits, spaces and dashes as they are), and every card number the rules find is a run of at
+    least 12 such characters starting with a digit. Without such a run in the encoded bytes, no value
+    holds one. Integers are not covered (they are varints, not digits): a caller that scans numbers
+    must not use this screen. A match proves nothing (UUIDs, varints): the full scan decides."""
+    return _ENCODED_RUN.search(encoded) is not None
 
 
 def redact_card_numbers(text: str) -> str:

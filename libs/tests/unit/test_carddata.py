@@ -10,6 +10,7 @@ import uuid
 import pytest
 from backbone.carddata import (
     card_spans,
+    encoded_may_hold_card_number,
     find_card_data,
     find_card_field,
     find_card_number,
@@ -204,3 +205,29 @@ def test_redact_document_replaces_card_data_and_keeps_the_shape() -> None:
     assert redacted["card"] == {"cvc": "[redacted]", "number": "[redacted]", "last4": "4444"}
     assert redacted["[redacted]#4"] is True
     assert not find_card_data(redacted)
+
+
+_NOISE = st.text(alphabet="0123456789 -abcXY_\n\u00e9\u0664", max_size=30)
+
+
+@given(
+    st.one_of(_NOISE, st.builds(lambda a, pan, b: a + pan + b, _NOISE, st.sampled_from(TEST_CARDS), _NOISE))
+)
+def test_the_encoded_screen_never_hides_what_the_scan_finds(text: str) -> None:
+    """The consumer's screen on encoded bytes is a superset of the full scan: any text in which
+    ``find_card_number`` finds a card number, as UTF-8 inside other bytes, passes the screen."""
+    if find_card_number(text):
+        assert encoded_may_hold_card_number(b"\x02\x80" + text.encode() + b"\x00")
+
+
+@pytest.mark.parametrize("pan", TEST_CARDS)
+def test_the_encoded_screen_passes_every_test_card_in_every_shape(pan: str) -> None:
+    """Plain, grouped by fours with spaces or dashes, glued after an underscore: all pass the screen."""
+    grouped = " ".join(pan[i : i + 4] for i in range(0, len(pan), 4))
+    for text in (pan, grouped, grouped.replace(" ", "-"), f"tok_{pan}"):
+        assert encoded_may_hold_card_number(text.encode())
+
+
+def test_the_encoded_screen_drops_honest_events() -> None:
+    """What makes it pay: ids, short numbers and text without 12 digits in a row are screened out."""
+    assert not encoded_may_hold_card_number(b"\x12pay_01HZX3\x08EUR\xa0\x1fdep-2026-12-07 ok")
