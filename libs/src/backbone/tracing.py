@@ -44,8 +44,18 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
     SpanExportResult,
 )
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler, SamplingResult
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import (
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from backbone.carddata import find_card_number
@@ -56,6 +66,8 @@ KNOWN_PAYMENTS_MAX: Final = 10_000  # payment -> trace entries a process keeps f
 BATCH_LINKS_MAX: Final = 32  # a batch span links at most this many of its messages' spans
 
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
+_NOT_SAMPLED: Final = TraceFlags(TraceFlags.DEFAULT)
+_FALLBACK_IDS: Final = RandomIdGenerator()  # before configure_tracing (unit tests)
 _payment_id: ContextVar[str | None] = ContextVar("backbone_payment_id", default=None)
 # Inside a consumer batch: each payment's own consumer span, so the outbox rows a handler writes for
 # that payment continue that payment's trace, not the batch's.
@@ -127,6 +139,12 @@ class RecordWhileExported(Sampler):
 _sampler: Final = RecordWhileExported()
 
 
+def exporting() -> bool:
+    """True once spans are recorded (something exports them): callers skip building attributes
+    that a span with ids only would drop."""
+    return _sampler.exporting
+
+
 def add_span_processor(processor: Any) -> None:
     """Export this process's spans through ``processor`` too, and record spans from now on."""
     invariant(_provider is not None, "configure_tracing first")
@@ -180,7 +198,7 @@ def extract(carrier: Mapping[str, str]) -> Context:
     card number, but its 16-hex parent span id can be all digits, and it would be exported as our
     span's parent; such a one is not continued (about 1 in 20,000 random ids: a new trace)."""
     parts = (carrier.get("traceparent", "") or "").split("-")
-    if any(find_card_number(part) for part in parts[1:3]):
+    if any(part.isdigit() and find_card_number(part) for part in parts[1:3]):  # hex letters: never
         return Context()
     return _PROPAGATOR.extract(carrier)
 
@@ -409,6 +427,8 @@ def consuming(conn: psycopg.Connection, consumer: str, messages: Sequence[Consum
 
 
 def _message_span(message: Consumed, stored: str | None) -> Span:
+    if not _sampler.exporting:
+        return _ids_only_span(extract({"traceparent": stored} if stored is not None else message.carrier))
     incoming = extract(message.carrier)
     incoming_ctx = trace.get_current_span(incoming).get_span_context()
     links: list[Link] = []
@@ -421,4 +441,22 @@ def _message_span(message: Consumed, stored: str | None) -> Span:
     attributes = {"payment.id": message.payment_id, **message.attributes}
     return tracer().start_span(
         message.name, context=parent, kind=SpanKind.CONSUMER, links=links, attributes=attributes
+    )
+
+
+def _ids_only_span(parent: Context) -> Span:
+    """The span the SDK would start under ``parent`` with nothing exporting: its ids only (the
+    parent's trace, or a new one; a new span id; not sampled; the parent's trace state). Built
+    here because the SDK's sampler, attribute and link handling for a span it then drops cost more
+    than the consumer's own work per message."""
+    ctx = trace.get_current_span(parent).get_span_context()
+    ids = _provider.id_generator if _provider is not None else _FALLBACK_IDS
+    return NonRecordingSpan(
+        SpanContext(
+            ctx.trace_id if ctx.is_valid else ids.generate_trace_id(),
+            ids.generate_span_id(),
+            is_remote=False,
+            trace_flags=_NOT_SAMPLED,
+            trace_state=ctx.trace_state if ctx.is_valid else None,
+        )
     )

@@ -339,3 +339,37 @@ def test_spans_are_recorded_only_while_something_exports_them_and_keep_their_ids
         assert callee.is_recording()
         assert callee.get_span_context().trace_id == ctx.trace_id
         assert callee.get_span_context().trace_flags.sampled
+
+
+def test_with_nothing_exporting_a_batch_continues_each_payments_trace_by_ids_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The consumer's ids-only spans (nothing exports) do what the SDK's dropped spans did: a stored
+    trace wins, a message's own trace is continued with its trace state, a message without headers
+    starts a new trace; each payment's outbox row carries its own span, not sampled, and payments seen
+    first are remembered with that same span."""
+    monkeypatch.setattr(tracing._sampler, "exporting", False)
+    writer = _writer()
+    deposit = "00-11111111111111111111111111111111-2222222222222222-01"
+    conn = FakeConn({"pay_stored": deposit})
+    messages = [
+        _consumed("pay_stored", {"traceparent": FOREIGN}),
+        _consumed("pay_new", {"traceparent": FOREIGN, "tracestate": "vendor=x"}),
+        _consumed("pay_bare", {}),
+    ]
+    with tracing.consuming(conn, "c", messages):  # type: ignore[arg-type]
+        written = {m.payment_id: _command(writer, m.payment_id) for m in messages}
+    parts = {pid: headers["traceparent"].split("-") for pid, headers in written.items()}
+    assert parts["pay_stored"][1] == "1" * 32 and parts["pay_new"][1] == FOREIGN.split("-")[1]
+    assert parts["pay_bare"][1] != "0" * 32 and parts["pay_bare"][1] not in ("1" * 32, FOREIGN.split("-")[1])
+    assert all(
+        p[3] == "00" and p[2] not in ("2222222222222222", FOREIGN.split("-")[2]) for p in parts.values()
+    )
+    assert written["pay_new"].get("tracestate") == "vendor=x"
+    assert conn.remembered == {pid: written[pid]["traceparent"] for pid in ("pay_new", "pay_bare")}
+    sdk = TracerProvider(sampler=tracing.RecordWhileExported()).get_tracer("sdk")
+    dropped = sdk.start_span("x", context=tracing.extract({"traceparent": FOREIGN, "tracestate": "vendor=x"}))
+    ours = tracing._ids_only_span(tracing.extract({"traceparent": FOREIGN, "tracestate": "vendor=x"}))
+    a, b = dropped.get_span_context(), ours.get_span_context()
+    assert (a.trace_id, a.trace_flags, a.trace_state) == (b.trace_id, b.trace_flags, b.trace_state)
+    assert not ours.is_recording() and b.is_valid
