@@ -37,7 +37,8 @@ import psycopg
 from backbone.testing.load import DepositDriver, run_closed_loop
 from backbone.testing.stack import discover
 from backbone.testing.system import System
-from bench_e2e import WAIT_S, Roots, cpu_sample, has_statements, product_polling, totals
+from bench_e2e import WAIT_S, product_polling
+from e2e_sampling import Roots, cpu_sample, has_statements, totals
 
 DEPOSITS = int(os.environ.get("PROFILE_DEPOSITS", "600"))
 CONCURRENCY = int(os.environ.get("PROFILE_CONCURRENCY", "64"))
