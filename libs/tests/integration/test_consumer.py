@@ -12,6 +12,7 @@ import sys
 import threading
 
 import fastavro
+import pytest
 from backbone.avro import AvroCodec, SchemaCatalogue, new_envelope
 from backbone.postgres import connect
 from backbone.testing import kafka as test_kafka
@@ -321,17 +322,24 @@ def test_replay_applies_a_dead_letter_once_through_the_handler_after_the_fix(pro
     assert probe_service.applications_per_event() == {poison[0]: 1}
 
 
-def test_message_that_crashes_the_process_is_dead_lettered_after_n_restarts(probe_service: Probe) -> None:
+@pytest.mark.parametrize("armed", [False, True], ids=["first-batch", "after-an-armed-batch"])
+def test_message_that_crashes_the_process_is_dead_lettered_after_n_restarts(
+    probe_service: Probe, armed: bool
+) -> None:
     """A message that kills the consumer process (no exception to catch) is found through the
-    in-flight marker its batch left, then counted before each careful try: after the first,
-    uncountable crash in its batch and CONSUMER_MAX_ATTEMPTS counted crashes, the next process
-    dead-letters it without running the handler, and the events around it are applied once."""
+    in-flight marker covering its batch (written on its own, or armed by the partition's previous
+    batch), then counted before each careful try: after the first, uncountable crash in its batch
+    and CONSUMER_MAX_ATTEMPTS counted crashes, the next process dead-letters it without running the
+    handler, and the events around it are applied once."""
+    probe_service.start("relay")
     good = probe_service.write(2, keys=1)
+    if armed:  # the good events go first, in a batch of their own: their commit arms the next one
+        first = probe_service.start("consume", CONSUMER_MAX_ATTEMPTS="2")
+        wait_until(lambda: probe_service.effects() == 2, 60, "first batch applied")
     probe_service.write(1, keys=1, merchant_id="crash", seq_start=3)
     good += probe_service.write(2, keys=1, seq_start=4)
-    probe_service.start("relay")
-    exits = []
-    for _ in range(4):
+    exits = [first.wait_exit()] if armed else []
+    for _ in range(4 - len(exits)):
         consumer = probe_service.start("consume", CONSUMER_MAX_ATTEMPTS="2")
         wait_until(
             lambda c=consumer: c.popen.poll() is not None or bool(dead_letters(probe_service)), 60, "crash"
@@ -346,6 +354,26 @@ def test_message_that_crashes_the_process_is_dead_lettered_after_n_restarts(prob
     assert "crashed or failed on every attempt" in letters[0][1]
     assert set(probe_service.applications_per_event().values()) == {1}
     assert sorted(probe_service.applications_per_event()) == sorted(good)
+
+
+def test_a_consumer_killed_while_idle_leaves_its_successor_nothing_to_fear(probe_service: Probe) -> None:
+    """A process killed between batches leaves the marker its last batch armed; the next process
+    reads it cut at the partition's end (what arrived after it looked is not suspect), applies what
+    arrives once and dead-letters nothing, and a clean stop leaves no marker behind."""
+    probe_service.start("relay")
+    ids = probe_service.write(3, keys=1)
+    first = probe_service.start("consume")
+    wait_until(lambda: probe_service.effects() == 3, 60, "first events applied")
+    assert probe_service.scalar("SELECT count(*) FROM consumer_in_flight") == 1  # armed
+    first.kill()
+    second = probe_service.start("consume")
+    second.wait_for_log("consumer.assigned")
+    ids += probe_service.write(5, keys=1, seq_start=4)
+    wait_until(lambda: probe_service.effects() == 8, 60, "later events applied")
+    assert dead_letters(probe_service) == []
+    assert probe_service.applications_per_event() == dict.fromkeys(ids, 1)
+    assert second.terminate() == 0
+    assert probe_service.scalar("SELECT count(*) FROM consumer_in_flight") == 0
 
 
 def test_rebalances_while_consuming_lose_nothing_and_double_nothing(probe_service: Probe) -> None:

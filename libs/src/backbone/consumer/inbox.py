@@ -69,28 +69,45 @@ def mark_in_flight(
     )
 
 
-def claim_events_clearing(
-    conn: psycopg.Connection, consumer: str, event_ids: Sequence[str], tps: set[TopicPartitionKey]
+def claim_events_arming(
+    conn: psycopg.Connection,
+    consumer: str,
+    event_ids: Sequence[str],
+    arms: Mapping[TopicPartitionKey, tuple[int, int]],
 ) -> set[str]:
-    """``claim_events`` and ``clear_in_flight`` in one statement, inside the batch transaction: the
-    markers go with the batch's commit whichever statement of it deletes them (a data-modifying
+    """``claim_events`` and the markers for the *next* batch in one statement, inside the batch
+    transaction: each partition's marker becomes ``arms[tp]`` (the offsets the next batch may hold)
+    exactly when this batch commits, so the next batch needs no marker of its own (a data-modifying
     ``WITH`` runs whether or not its result is read)."""
-    if not event_ids or not tps:
-        clear_in_flight(conn, consumer, tps)
+    if not arms:
         return claim_events(conn, consumer, event_ids)
-    topics, partitions = zip(*tps, strict=True)
+    topics, partitions, firsts, lasts = zip(
+        *((t, p, f, last) for (t, p), (f, last) in arms.items()), strict=True
+    )
     rows = conn.execute(
-        "WITH cleared AS (DELETE FROM consumer_in_flight WHERE consumer = %s AND (topic, kafka_partition)"
-        " IN (SELECT * FROM unnest(%s::text[], %s::int[])))"
+        "WITH armed AS (INSERT INTO consumer_in_flight"
+        " (consumer, topic, kafka_partition, first_offset, last_offset)"
+        " SELECT %s, m.* FROM unnest(%s::text[], %s::int[], %s::bigint[], %s::bigint[]) AS m"
+        " ON CONFLICT (consumer, topic, kafka_partition) DO UPDATE"
+        " SET first_offset = EXCLUDED.first_offset, last_offset = EXCLUDED.last_offset, started_at = now())"
         " INSERT INTO processed_events (consumer, event_id)"
         " SELECT %s, x FROM unnest(%s::uuid[]) AS x ON CONFLICT DO NOTHING RETURNING event_id",
-        (consumer, list(topics), list(partitions), consumer, sorted(set(event_ids))),
+        (
+            consumer,
+            list(topics),
+            list(partitions),
+            list(firsts),
+            list(lasts),
+            consumer,
+            sorted(set(event_ids)),
+        ),
     ).fetchall()
     return {str(row[0]) for row in rows}
 
 
 def clear_in_flight(conn: psycopg.Connection, consumer: str, tps: set[TopicPartitionKey]) -> None:
-    """Delete the markers of settled partitions (inside the batch transaction)."""
+    """Delete the markers of these partitions: settled after a careful pass, or given up by this
+    process (revoked, or a clean stop)."""
     if not tps:
         return
     topics, partitions = zip(*tps, strict=True)
@@ -104,7 +121,8 @@ def clear_in_flight(conn: psycopg.Connection, consumer: str, tps: set[TopicParti
 def load_in_flight(
     conn: psycopg.Connection, consumer: str, tps: set[TopicPartitionKey]
 ) -> dict[TopicPartitionKey, int]:
-    """Markers left by a process that died mid-batch: partition -> last offset it was applying."""
+    """Markers left behind (a process that died mid-batch, or while armed for its next batch):
+    partition -> the last offset it may have been applying."""
     if not tps:
         return {}
     topics, partitions = zip(*tps, strict=True)

@@ -55,17 +55,14 @@ from backbone.consumer.inbox import (
     DeadLetter,
     TopicPartitionKey,
     claim_events,
-    claim_events_clearing,
     clear_attempts,
-    clear_in_flight,
     insert_dead_letter,
-    load_in_flight,
-    mark_in_flight,
     note_error,
     record_attempt,
     uncount_attempt,
 )
 from backbone.consumer.lag import lags_of, publish_lags
+from backbone.consumer.markers import InFlightMarkers
 from backbone.consumer.messages import (
     REFUSED,
     WAITED,
@@ -143,8 +140,7 @@ class IdempotentConsumer:
         self._stop = threading.Event()
         self._fatal: KafkaError | None = None  # librdkafka gave up on this consumer instance
         self._conn: psycopg.Connection | None = None
-        self._unchecked: set[TopicPartitionKey] = set()  # assigned, in-flight marker not looked at
-        self._suspect: dict[TopicPartitionKey, int] = {}  # partition -> last offset to apply carefully
+        self._markers = InFlightMarkers(settings.consumer_name, settings.batch_size_max)
         self._waiting: dict[tuple[str, int, int], float] = {}  # (topic, partition, offset) -> since (NotYet)
         self._pending_commits: dict[TopicPartitionKey, int] = {}
         self._last_commit_s = -float("inf")  # monotonic time of the last offset commit tried
@@ -192,6 +188,7 @@ class IdempotentConsumer:
         finally:
             if self._fatal is None:
                 self._flush_commits(set(self._pending_commits), wait=True)
+                self._release_markers(self._markers.armed_partitions())
                 self._consumer.close()  # leaves the group: partitions move at once, not after a timeout
             self._close_connection()
             log.info("consumer.stopped", consumer=self._name)
@@ -307,25 +304,19 @@ class IdempotentConsumer:
         return None
 
     def _needs_care(self, items: list[Item]) -> bool:
-        """True if the batch reaches into a range that a process died applying (or a held message).
-
-        A newly assigned partition is checked once for an in-flight marker left behind.
-        """
-        unchecked = {item.tp for item in items} & self._unchecked
-        if unchecked:
-            self._suspect.update(load_in_flight(self._connection(), self._name, unchecked))
-            self._unchecked -= unchecked
-        return any(item.message.offset <= self._suspect.get(item.tp, -1) for item in items)
+        """True if the batch reaches into a range that a process died applying (or a held message)."""
+        offsets = [(item.tp, item.message.offset) for item in items]
+        return self._markers.needs_care(self._connection(), offsets, self._high_watermark)
 
     def _apply_fast(self, items: list[Item]) -> None:
         """The common case: the whole batch in one transaction, then one offset commit."""
         conn = self._connection()
         ranges = offset_ranges(items)
-        mark_in_flight(conn, self._name, ranges)
+        self._markers.before_fast(conn, ranges)
         inbound = first_occurrences([i.inbound for i in items if i.inbound is not None])
         with conn.transaction():
-            # The markers are cleared by the batch's commit (the first statement of it deletes them).
-            fresh_ids = claim_events_clearing(conn, self._name, [e.event_id for e in inbound], set(ranges))
+            # The batch's commit also arms the markers for the next batch (its first statement).
+            fresh_ids = self._markers.claim_and_arm(conn, [e.event_id for e in inbound], ranges)
             fresh = [e for e in inbound if e.event_id in fresh_ids]
             if fresh:
                 with tracing.consuming(conn, self._name, _traced(self._name, fresh)):
@@ -334,6 +325,7 @@ class IdempotentConsumer:
             for letter in letters:
                 self._dead_letter(conn, letter)
             failpoints.hit("consumer.before_db_commit")  # tests: a kill here commits nothing
+        self._markers.committed(ranges)
         failpoints.hit("consumer.after_db_commit")
         self._count(applied=len(fresh), duplicate=len(items) - len(fresh) - len(letters), dead=len(letters))
         self._commit_offsets({tp: last + 1 for tp, (_, last) in ranges.items()})
@@ -359,34 +351,12 @@ class IdempotentConsumer:
             else:
                 held.add(item.tp)
         failpoints.hit("consumer.after_db_commit")
-        self._settle_care(conn, items, next_offset, held)
+        self._markers.after_care(conn, offset_ranges(items), next_offset, held)
         self._commit_offsets({tp: o for tp, o in next_offset.items() if o > first[tp]})
         for tp in held:
             self._seek(tp, next_offset[tp])  # redeliver the failed message after a pause
         if held:
             self._stop.wait(self._s.retry_backoff_ms / 1000)
-
-    def _settle_care(
-        self,
-        conn: psycopg.Connection,
-        items: list[Item],
-        next_offset: dict[TopicPartitionKey, int],
-        held: set[TopicPartitionKey],
-    ) -> None:
-        """After a careful pass: partitions past their suspect range go back to the fast path
-        (marker deleted); a held partition stays careful up to the end of this batch."""
-        cleared = set()
-        for tp, position in next_offset.items():
-            if tp in held:
-                continue
-            if position > self._suspect.get(tp, -1):
-                self._suspect.pop(tp, None)
-                cleared.add(tp)
-        with conn.transaction():
-            clear_in_flight(conn, self._name, cleared)
-        for tp, (_, last) in offset_ranges(items).items():
-            if tp in held:
-                self._suspect[tp] = max(last, self._suspect.get(tp, -1))
 
     def _apply_one(self, conn: psycopg.Connection, item: Item) -> bool:  # noqa: PLR0911 - one per outcome
         """Apply or dead-letter one message; False means "failed, retry it later"."""
@@ -558,12 +528,13 @@ class IdempotentConsumer:
 
     def _on_assign(self, _: Consumer, partitions: list[TopicPartition]) -> None:
         self._health.set("group", True)  # joined (an assignment may be empty: more members than partitions)
-        self._unchecked |= {(p.topic, p.partition) for p in partitions}
+        self._markers.assigned((p.topic, p.partition) for p in partitions)
         log.info("consumer.assigned", consumer=self._name, partitions=_names(partitions))
 
     def _on_revoke(self, _: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {(p.topic, p.partition) for p in partitions}
         self._flush_commits(revoked, wait=True)  # still ours during the callback: exact positions
+        self._release_markers(revoked)
         self._forget(revoked)
         log.info("consumer.revoked", consumer=self._name, partitions=_names(partitions))
 
@@ -573,9 +544,8 @@ class IdempotentConsumer:
         log.warning("consumer.partitions_lost", consumer=self._name, partitions=_names(partitions))
 
     def _forget(self, tps: set[TopicPartitionKey]) -> None:
-        self._unchecked -= tps
+        self._markers.forget(tps)
         for tp in tps:
-            self._suspect.pop(tp, None)
             self._pending_commits.pop(tp, None)
 
     def _on_kafka_error(self, error: KafkaError) -> None:
@@ -598,7 +568,27 @@ class IdempotentConsumer:
         if any(b.get("nodeid", -1) >= 0 and b.get("state") == "UP" for b in brokers.values()):
             self._kafka.ok()
 
+    def _high_watermark(self, tp: TopicPartitionKey) -> int | None:
+        """The partition's end as the last fetch saw it (no broker round trip), or None."""
+        try:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(tp[0], tp[1]), cached=True)
+        except KafkaException:
+            return None
+        return int(high) if high is not None and high >= 0 else None
+
     # -- database ------------------------------------------------------------------------------------
+
+    def _release_markers(self, tps: set[TopicPartitionKey]) -> None:
+        """Delete the armed markers of partitions given up; if the database is away they stay, and
+        the next owner only goes carefully over what had arrived."""
+        if not tps or self._conn is None or self._conn.closed:
+            return
+        try:
+            self._markers.release(self._conn, tps)
+        except Exception as exc:
+            if not is_infrastructure_error(exc):
+                raise
+            self._close_connection()
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
