@@ -75,6 +75,7 @@ _payment_contexts: ContextVar[Mapping[str, Context] | None] = ContextVar(
     "backbone_payment_contexts", default=None
 )
 _known: OrderedDict[str, str] = OrderedDict()  # payment_id -> traceparent, read by workers
+_read: OrderedDict[tuple[str, str], str] = OrderedDict()  # (database, payment_id) -> stored traceparent
 _known_lock = threading.Lock()
 _provider: TracerProvider | None = None
 _tracer: tuple[object, trace.Tracer] | None = None  # (the provider it came from, the tracer)
@@ -341,15 +342,41 @@ def remember_current(conn: psycopg.Connection, payment_id: str) -> None:
 
 def recall(conn: psycopg.Connection, payment_ids: Sequence[str]) -> dict[str, str]:
     """The stored traces of these payments (``traceparent`` by payment_id); also kept in memory for
-    ``for_payment``."""
+    ``for_payment``. A trace once read from a database is not read from it again: a stored trace is
+    never changed or deleted, so a consumer batch whose payments were all seen before costs no
+    statement (only rows read are kept, never rows this process wrote in a transaction that may
+    still roll back)."""
     if not payment_ids:
         return {}
-    rows = conn.execute(
-        "SELECT payment_id, traceparent FROM payment_traces WHERE payment_id = ANY(%s)", (list(payment_ids),)
-    ).fetchall()
-    found = {str(pid): str(tp) for pid, tp in rows}
+    database = _database_of(conn)
+    found: dict[str, str] = {}
+    if database is not None:
+        with _known_lock:
+            for payment_id in payment_ids:
+                traceparent = _read.get((database, payment_id))
+                if traceparent is not None:
+                    found[payment_id] = traceparent
+    missing = [p for p in payment_ids if p not in found]
+    if missing:
+        rows = conn.execute(
+            "SELECT payment_id, traceparent FROM payment_traces WHERE payment_id = ANY(%s)", (missing,)
+        ).fetchall()
+        read = {str(pid): str(tp) for pid, tp in rows}
+        found.update(read)
+        if database is not None:
+            with _known_lock:
+                _read.update(((database, pid), tp) for pid, tp in read.items())
+                while len(_read) > KNOWN_PAYMENTS_MAX:
+                    _read.popitem(last=False)
     _note(found.items())
     return found
+
+
+def _database_of(conn: psycopg.Connection) -> str | None:
+    """The database ``conn`` is connected to (traces are per service database), or None when it is
+    not a real connection (then nothing is kept)."""
+    info = getattr(conn, "info", None)
+    return None if info is None else f"{info.host}:{info.port}/{info.dbname}"
 
 
 def _note(items: Iterable[tuple[str, str]]) -> None:

@@ -80,3 +80,27 @@ def wait_for_lock_wait(url: str) -> None:
                 return
             time.sleep(0.05)
     raise AssertionError("the consumer's handler never waited for the payment's lock")
+
+
+def test_a_stored_trace_is_read_once_per_database(stack: Stack, url: str) -> None:
+    """A consumer batch reads a payment's stored trace from its database once: the next batch for
+    that payment is served from memory (a stored trace never changes), while another database, which
+    keeps its own traces, is still asked."""
+    other = databases.create_database(stack.pg_admin_url)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(other, autocommit=True) as second:
+            conn.execute(
+                "INSERT INTO payment_traces (payment_id, traceparent) VALUES ('pay_read', %s)",
+                (WORKER_TRACE,),
+            )
+            assert tracing.recall(conn, ["pay_read", "pay_none"]) == {"pay_read": WORKER_TRACE}
+            conn.execute("DELETE FROM payment_traces")  # never done by the product: shows who answers
+            assert tracing.recall(conn, ["pay_read", "pay_none"]) == {"pay_read": WORKER_TRACE}
+            assert tracing.recall(second, ["pay_read"]) == {}
+            conn.execute(
+                "INSERT INTO payment_traces (payment_id, traceparent) VALUES ('pay_none', %s)",
+                (MESSAGE_TRACE,),
+            )
+            assert tracing.recall(conn, ["pay_none"]) == {"pay_none": MESSAGE_TRACE}  # a miss is asked again
+    finally:
+        databases.drop_database(stack.pg_admin_url, other)
