@@ -53,3 +53,31 @@ def test_the_loop_commits_without_waiting_for_a_coordinator(monkeypatch: pytest.
 
 def _in_flight(consumer: IdempotentConsumer) -> bool:
     return consumer._commit_in_flight
+
+
+class _Buffered:
+    """A consumer's local queue: ``consume`` hands out what is buffered and records its timeouts."""
+
+    def __init__(self, buffered: int) -> None:
+        self.buffered = buffered
+        self.timeouts: list[float] = []
+
+    def consume(self, num_messages: int, timeout: float) -> list[str]:
+        self.timeouts.append(timeout)
+        taken = min(num_messages, self.buffered)
+        self.buffered -= taken
+        return ["m"] * taken
+
+
+def test_an_idle_consumer_does_not_linger_and_a_busy_one_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batching must not cost an idle system its latency: a lone message is applied without the
+    linger; when more was already waiting (load), the batch also takes what arrives within it."""
+    consumer = _consumer(monkeypatch)
+    idle = _Buffered(0)
+    consumer._consumer = idle  # type: ignore[assignment]
+    assert consumer._batch_after("first") == ["first"]  # type: ignore[arg-type]
+    assert idle.timeouts == [0]
+    busy = _Buffered(3)
+    consumer._consumer = busy  # type: ignore[assignment]
+    assert len(consumer._batch_after("first")) == 4  # type: ignore[arg-type]
+    assert busy.timeouts == [0, consumer._s.batch_linger_ms / 1000]

@@ -198,7 +198,7 @@ class IdempotentConsumer:
 
         ``consume(n, timeout)`` alone waits until n messages arrived or the timeout passed, which
         at moderate rates turns the poll timeout into latency. So: block for the first message
-        only, then take what is buffered, lingering at most ``batch_linger_ms`` to fill the batch.
+        only, then take what is buffered (``_batch_after``).
         """
         if self._fatal is not None:
             # A fatal error leaves the instance unusable: its polls return nothing ever after
@@ -212,14 +212,23 @@ class IdempotentConsumer:
                 self._reach_database()  # readiness tells the truth while idle too
             self._maybe_prune()
             return 0
-        rest = self._consumer.consume(
-            num_messages=self._s.batch_size_max - 1, timeout=self._s.batch_linger_ms / 1000
-        )
-        items = [self._decode(Polled.of(m)) for m in [first, *rest] if self._usable(m)]
+        items = [self._decode(Polled.of(m)) for m in self._batch_after(first) if self._usable(m)]
         if items:
             self._apply(items)
         self._maybe_prune()
         return len(items)
+
+    def _batch_after(self, first: Message) -> list[Message]:
+        """``first`` and what is already fetched; only when more was waiting (load), also what
+        arrives within ``batch_linger_ms``. An idle system pays no linger per hop, and under load
+        batches grow by themselves: messages gather while the previous batch is applied."""
+        room = self._s.batch_size_max - 1
+        rest = self._consumer.consume(num_messages=room, timeout=0) if room else []
+        if rest and len(rest) < room and self._s.batch_linger_ms > 0:
+            rest += self._consumer.consume(
+                num_messages=room - len(rest), timeout=self._s.batch_linger_ms / 1000
+            )
+        return [first, *rest]
 
     # -- decoding ------------------------------------------------------------------------------
 
