@@ -70,14 +70,19 @@ class _Buffered:
 
 
 def test_an_idle_consumer_does_not_linger_and_a_busy_one_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Batching must not cost an idle system its latency: a lone message is applied without the
-    linger; when more was already waiting (load), the batch also takes what arrives within it."""
+    """Batching must not cost an idle system its latency: a lone message after a quiet spell is
+    applied without the linger; when more was already waiting, or the first message came at once
+    (load), the batch also takes what arrives within the linger."""
     consumer = _consumer(monkeypatch)
     idle = _Buffered(0)
     consumer._consumer = idle  # type: ignore[assignment]
-    assert consumer._batch_after("first") == ["first"]  # type: ignore[arg-type]
+    assert consumer._batch_after("first", busy=False) == ["first"]  # type: ignore[arg-type]
     assert idle.timeouts == [0]
+    stream = _Buffered(0)
+    consumer._consumer = stream  # type: ignore[assignment]
+    assert consumer._batch_after("first", busy=True) == ["first"]  # type: ignore[arg-type]
+    assert stream.timeouts == [0, consumer._s.batch_linger_ms / 1000]
     busy = _Buffered(3)
     consumer._consumer = busy  # type: ignore[assignment]
-    assert len(consumer._batch_after("first")) == 4  # type: ignore[arg-type]
+    assert len(consumer._batch_after("first", busy=False)) == 4  # type: ignore[arg-type]
     assert busy.timeouts == [0, consumer._s.batch_linger_ms / 1000]

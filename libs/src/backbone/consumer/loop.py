@@ -22,11 +22,12 @@ Failures:
   failing message is retried (its partition waits, others move on) and after ``max_attempts``
   it is dead-lettered: a ``dead_letters`` row plus a copy on ``<topic>.dlq`` through the outbox.
   The partition then moves on. Nothing is dropped silently;
-- a message that kills the whole process is caught too: before a fast batch, an in-flight
-  marker (partition, first..last offset) is committed on its own and it is deleted inside the
-  batch transaction. A marker that survives shows the range a process died applying; the next
-  owner applies exactly that range on the careful path, where each attempt is counted *before*
-  the handler runs, so the killer is dead-lettered after N counted restarts;
+- a message that kills the whole process is caught too: a committed in-flight marker covers
+  every fast batch before it runs (armed by the partition's previous batch commit, or committed
+  on its own first; ``backbone.consumer.markers``). A marker that survives shows the range a
+  process may have died applying; the next owner applies that range on the careful path, where
+  each attempt is counted *before* the handler runs, so the killer is dead-lettered after N
+  counted restarts;
 - so a message is tried at most ``max_attempts + 1`` times: once inside its batch (a failure
   there cannot be pinned on one message) and ``max_attempts`` times alone;
 - the database or Kafka failing is not the message's fault: the batch is rewound (seek) and
@@ -205,26 +206,30 @@ class IdempotentConsumer:
             # (a drill saw "static consumer fenced" after a broker crash, then silence with the
             # process alive). Leave, so that what runs the process starts a fresh consumer.
             raise KafkaException(self._fatal)
+        polled_at = time.monotonic()
         first = self._consumer.poll(self._s.poll_timeout_ms / 1000)
+        waited_s = time.monotonic() - polled_at
         if first is None:
             self._flush_commits(set(self._pending_commits))  # idle: what was applied goes to Kafka now
             if not self._database.up:
                 self._reach_database()  # readiness tells the truth while idle too
             self._maybe_prune()
             return 0
-        items = [self._decode(Polled.of(m)) for m in self._batch_after(first) if self._usable(m)]
+        batch = self._batch_after(first, busy=waited_s * 1000 < self._s.batch_linger_ms)
+        items = [self._decode(Polled.of(m)) for m in batch if self._usable(m)]
         if items:
             self._apply(items)
         self._maybe_prune()
         return len(items)
 
-    def _batch_after(self, first: Message) -> list[Message]:
-        """``first`` and what is already fetched; only when more was waiting (load), also what
-        arrives within ``batch_linger_ms``. An idle system pays no linger per hop, and under load
-        batches grow by themselves: messages gather while the previous batch is applied."""
+    def _batch_after(self, first: Message, *, busy: bool) -> list[Message]:
+        """``first`` and what is already fetched; under load also what arrives within
+        ``batch_linger_ms``. Load shows as messages waiting, or as a first message that came
+        sooner than the linger (``busy``): then lingering fills the batch. A first message after a
+        quiet spell is applied at once: an idle system pays no linger at each hop."""
         room = self._s.batch_size_max - 1
         rest = self._consumer.consume(num_messages=room, timeout=0) if room else []
-        if rest and len(rest) < room and self._s.batch_linger_ms > 0:
+        if (rest or busy) and len(rest) < room and self._s.batch_linger_ms > 0:
             rest += self._consumer.consume(
                 num_messages=room - len(rest), timeout=self._s.batch_linger_ms / 1000
             )

@@ -15,7 +15,9 @@ class ConsumerSettings:
     topics: tuple[str, ...] = setting("CONSUMER_TOPICS", doc="comma-separated topics")
     batch_size_max: int = setting("CONSUMER_BATCH_SIZE_MAX", 500)
     poll_timeout_ms: int = setting("CONSUMER_POLL_TIMEOUT_MS", 500, doc="wait for the first message")
-    batch_linger_ms: int = setting("CONSUMER_BATCH_LINGER_MS", 10, doc="extra wait to fill a batch")
+    batch_linger_ms: int = setting(
+        "CONSUMER_BATCH_LINGER_MS", 10, doc="extra wait to fill a batch under load (none after a quiet spell)"
+    )
     fetch_wait_max_ms: int = setting(
         "CONSUMER_FETCH_WAIT_MAX_MS", 500, doc="the broker's hold of an empty fetch (idle polling only)"
     )
