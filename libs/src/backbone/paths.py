@@ -6,20 +6,16 @@ walking up from this file. A missing directory is a configuration error that nam
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from backbone.settings import SettingsError
+from backbone.settings import SchemasSettings, SettingsError, load_settings
 
 
 def schemas_dir() -> Path:
     """The directory holding ``envelope.avsc``, ``events/``, ``commands/`` and ``topics.toml``."""
-    configured = os.environ.get("SCHEMAS_DIR")
-    if configured:
-        path = Path(configured)
-        if not (path / "topics.toml").is_file():
-            raise SettingsError([f"SCHEMAS_DIR={configured!r} is invalid: no topics.toml there"])
-        return path
+    configured = load_settings(SchemasSettings).schemas_dir  # SettingsError names a wrong SCHEMAS_DIR
+    if configured is not None:
+        return configured
     for parent in Path(__file__).resolve().parents:
         candidate = parent / "schemas"
         if (candidate / "topics.toml").is_file():

@@ -238,3 +238,40 @@ class AmountSettings:
         return AmountLimit(
             self.amount_minor_max, MappingProxyType(parse_ceilings(self.amount_minor_max_by_currency))
         )
+
+
+# -- where backbone.tracing exports spans -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TracingSettings:
+    """The exporters ``backbone.tracing.configure_tracing`` installs (neither set: spans are ids only)."""
+
+    otlp_endpoint: str | None = setting(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        None,
+        doc="set: spans go over OTLP/HTTP; the OpenTelemetry exporter reads the URL from this variable"
+        " itself, so give it directly, not as a _FILE",
+    )
+    tracing_file: str | None = setting(
+        "TRACING_FILE", None, doc="a file that receives every span as a JSON line (tests, the demo)"
+    )
+
+
+# -- where backbone.paths finds the schemas -----------------------------------------------------------
+
+
+def _holds_topics_toml(path: Path) -> None:
+    if not (path / "topics.toml").is_file():
+        raise ValueError("no topics.toml there")
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemasSettings:
+    schemas_dir: Path | None = setting(
+        "SCHEMAS_DIR",
+        None,
+        check=_holds_topics_toml,
+        doc="the schemas directory of an image (envelope.avsc, events/, commands/, topics.toml);"
+        " unset: the schemas/ found above the backbone package (a checkout)",
+    )

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
@@ -60,6 +59,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from backbone.carddata import find_card_number
 from backbone.invariants import invariant
+from backbone.settings import TracingSettings, load_settings_or_exit
 
 TRACE_HEADERS: Final = ("traceparent", "tracestate")
 KNOWN_PAYMENTS_MAX: Final = 10_000  # payment -> trace entries a process keeps for its workers
@@ -160,11 +160,11 @@ def configure_tracing(service: str, environ: Mapping[str, str] | None = None) ->
     global _provider  # noqa: PLW0603 - one tracer provider per process, like logging's root
     if _provider is not None:
         return
-    env = os.environ if environ is None else environ
+    exports = load_settings_or_exit(TracingSettings, environ)
     provider = TracerProvider(resource=Resource.create({"service.name": service}), sampler=_sampler)
     trace.set_tracer_provider(provider)
     _provider = provider
-    if env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+    if exports.otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415 - only when used
             OTLPSpanExporter,
         )
@@ -172,10 +172,9 @@ def configure_tracing(service: str, environ: Mapping[str, str] | None = None) ->
         # Batched and in the background: the hot path only queues the span (bounded queue, drops
         # when full rather than slowing the work down).
         add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    path = env.get("TRACING_FILE")
-    if path:
+    if exports.tracing_file:
         # Synchronous, so a process killed by a test has written every span it finished.
-        add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(path)))
+        add_span_processor(SimpleSpanProcessor(JsonLinesSpanExporter(exports.tracing_file)))
     atexit.register(provider.shutdown)  # flushes the batch exporter on a clean exit (SIGTERM)
 
 
