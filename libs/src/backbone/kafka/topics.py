@@ -16,8 +16,6 @@ Run as ``python -m backbone.kafka.topics [--bootstrap HOST:PORT] [--check]``.
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -30,12 +28,12 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
+from backbone.kafka.settings import CatalogueSettings, TopicsCommandSettings, topic_prefix
 from backbone.logs import get_logger
 from backbone.paths import schemas_dir
+from backbone.settings import load_settings, load_settings_or_exit
 
 DLQ_SUFFIX: Final = ".dlq"
-TOPIC_PREFIX_ENV: Final = "KAFKA_TOPIC_PREFIX"
-_PREFIX_RE: Final = re.compile(r"[a-z0-9][a-z0-9._-]{0,40}")
 _ADMIN_TIMEOUT_S: Final = 30.0
 log = get_logger(__name__)
 
@@ -75,10 +73,9 @@ class TopicCatalogue:
     @classmethod
     def default(cls) -> TopicCatalogue:
         """The repository's catalogue (``$SCHEMAS_DIR/topics.toml``), in the ``KAFKA_TOPIC_PREFIX`` space."""
-        rf = os.environ.get("KAFKA_REPLICATION_FACTOR")
+        settings = load_settings(CatalogueSettings)  # SettingsError names a malformed factor
         catalogue = cls.from_toml(
-            schemas_dir() / "topics.toml",
-            replication_factor=int(rf) if rf else None,
+            schemas_dir() / "topics.toml", replication_factor=settings.replication_factor
         )
         prefix = topic_prefix()
         if not prefix:
@@ -117,14 +114,6 @@ class TopicCatalogue:
 
     def names(self) -> list[str]:
         return sorted(self._specs)
-
-
-def topic_prefix() -> str:
-    """The namespace from ``KAFKA_TOPIC_PREFIX`` ("" when unset); refuses a malformed one."""
-    prefix = os.environ.get(TOPIC_PREFIX_ENV, "")
-    if prefix and not _PREFIX_RE.fullmatch(prefix):
-        raise ValueError(f"{TOPIC_PREFIX_ENV}={prefix!r}: lowercase letters, digits, '.', '_', '-' only")
-    return prefix
 
 
 def topic_name(logical: str) -> str:
@@ -220,7 +209,8 @@ def _align_configs(admin: AdminClient, specs: list[TopicSpec]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Create/align Kafka topics from the topic catalogue.")
-    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"))
+    settings = load_settings_or_exit(TopicsCommandSettings)
+    parser.add_argument("--bootstrap", default=settings.bootstrap_servers)
     parser.add_argument("--catalogue", type=Path, default=None, help="topics.toml (default: the repo's)")
     args = parser.parse_args(argv)
     catalogue = TopicCatalogue.from_toml(args.catalogue) if args.catalogue else TopicCatalogue.default()
