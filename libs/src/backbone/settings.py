@@ -129,6 +129,16 @@ def env_value(name: str, environ: Mapping[str, str] | None = None) -> str | None
     return raw or None
 
 
+def environment(environ: Mapping[str, str] | None = None, /, **defaults: str) -> dict[str, str]:
+    """A copy of ``environ`` (default ``os.environ``) with ``defaults`` for the variables it leaves
+    unset: how a service gives a backbone settings class (a consumer's, a relay's) its own defaults
+    without writing them into the process's environment."""
+    env = dict(os.environ if environ is None else environ)
+    for name, value in defaults.items():
+        env.setdefault(name, value)
+    return env
+
+
 def _raw_value(env: Mapping[str, str], name: str) -> tuple[str | None, str]:
     """(value, problem) of setting ``name``: from ``name`` itself or from the file ``name``_FILE names."""
     path = env.get(name + "_FILE")

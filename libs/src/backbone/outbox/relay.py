@@ -57,7 +57,7 @@ from backbone.metrics import (
 from backbone.outage import Dependency
 from backbone.postgres import connect, is_infrastructure_error
 from backbone.runtime import health_for, stop_on_signals
-from backbone.settings import Secret, load_settings_or_exit, setting
+from backbone.settings import Secret, environment, load_settings_or_exit, setting
 
 # Advisory lock key (two int4 form): class "outb", object 1. Per database, so per service.
 RELAY_LOCK: Final = (0x6F757462, 1)
@@ -349,9 +349,12 @@ class OutboxRelay:
         self._stop.wait(seconds)
 
 
-def run_relay_from_env() -> None:
-    """Entrypoint body for a service's relay process: settings from env, SIGTERM stops gracefully."""
-    settings = load_settings_or_exit(RelaySettings)
+def run_relay_from_env(service_name: str | None = None) -> None:
+    """Entrypoint body for a service's relay process: settings from env, SIGTERM stops gracefully.
+    ``service_name``: the ``SERVICE_NAME`` of a service's own relay command when the environment
+    sets none."""
+    defaults = {"SERVICE_NAME": service_name} if service_name else {}
+    settings = load_settings_or_exit(RelaySettings, environment(**defaults))
     configure_logging(f"{settings.service_name}-relay")
     relay = OutboxRelay(settings, health_for(settings.health_port))
     stop_on_signals(relay.stop, "relay")

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Final
@@ -42,8 +41,7 @@ def _worker(_: list[str]) -> None:
 def _relay(_: list[str]) -> None:
     from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415
 
-    os.environ.setdefault("SERVICE_NAME", "mt5_credit")
-    run_relay_from_env()
+    run_relay_from_env("mt5_credit")
 
 
 def _dlq(argv: list[str]) -> int:

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Final
@@ -41,8 +40,7 @@ def _consume(_: list[str]) -> None:
 def _relay(_: list[str]) -> None:
     from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415
 
-    os.environ.setdefault("SERVICE_NAME", "payment_state")
-    run_relay_from_env()
+    run_relay_from_env("payment_state")
 
 
 def _dlq(argv: list[str]) -> int:

@@ -258,8 +258,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
             run_consumer(env)
             return 0
         if args.command == "relay":
-            os.environ.setdefault("SERVICE_NAME", SERVICE_NAME)
-            run_relay_from_env()
+            run_relay_from_env(SERVICE_NAME)
             return 0
         if args.command == "api":
             api, ledger = load_together(env, ApiSettings, LedgerSettings)

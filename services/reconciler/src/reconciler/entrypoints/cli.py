@@ -111,8 +111,7 @@ def consume() -> None:
 @app.command()
 def relay() -> None:
     """The outbox relay (CaseOpened / CaseResolved)."""
-    os.environ.setdefault("SERVICE_NAME", SERVICE_NAME)
-    run_relay_from_env()
+    run_relay_from_env(SERVICE_NAME)
 
 
 @app.command()

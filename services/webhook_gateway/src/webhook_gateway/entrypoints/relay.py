@@ -7,14 +7,11 @@ to ``webhook_gateway``; the ``OUTBOX_*`` and ``HEALTH_PORT`` variables of ``back
 
 from __future__ import annotations
 
-import os
-
 from backbone.outbox.relay import run_relay_from_env
 
 from webhook_gateway.bootstrap import SERVICE_NAME
 
 
 def main() -> int:
-    os.environ.setdefault("SERVICE_NAME", SERVICE_NAME)
-    run_relay_from_env()
+    run_relay_from_env(SERVICE_NAME)
     return 0
