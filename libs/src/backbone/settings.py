@@ -86,6 +86,13 @@ def positive(value: int) -> None:
         raise ValueError("must be positive")
 
 
+def http_url(value: str) -> None:
+    """A ``check`` for the base URL of an API a command calls: http:// or https:// (a trailing
+    slash is allowed, and dropped by the caller)."""
+    if not value.rstrip("/").startswith(("http://", "https://")):
+        raise ValueError("not an http(s) URL")
+
+
 def load_settings(cls: type[T], environ: Mapping[str, str] | None = None) -> T:
     """Build ``cls`` from ``environ`` (default ``os.environ``); raise SettingsError naming problems."""
     env = os.environ if environ is None else environ
@@ -127,6 +134,21 @@ def env_value(name: str, environ: Mapping[str, str] | None = None) -> str | None
     if problem:
         raise SettingsError([problem])
     return raw or None
+
+
+def terminal_token(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The token an operator's terminal command sends: ``name``, else the content of the file that
+    ``name``_FILE names, stripped; None when neither gives one. Not ``env_value``: here ``name``
+    wins when both are set, as the commands document it. SettingsError names an unreadable file."""
+    env = os.environ if environ is None else environ
+    token = env.get(name)
+    path = env.get(f"{name}_FILE")
+    if not token and path:
+        try:
+            token = Path(path).read_text().strip()
+        except OSError as exc:
+            raise SettingsError([f"{name}_FILE: cannot read {path}: {exc.strerror}"]) from None
+    return token or None
 
 
 def environment(environ: Mapping[str, str] | None = None, /, **defaults: str) -> dict[str, str]:

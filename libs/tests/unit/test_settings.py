@@ -15,9 +15,12 @@ from backbone.settings import (
     Secret,
     SettingsError,
     describe,
+    environment,
+    http_url,
     load_settings,
     load_settings_or_exit,
     setting,
+    terminal_token,
 )
 
 
@@ -312,3 +315,59 @@ def test_shared_checks_refuse_a_bad_zone_and_a_non_positive_count() -> None:
     text = str(refused.value)
     assert "X_ZONE" in text and "not an IANA time zone" in text
     assert "X_COUNT" in text and "must be positive" in text
+
+
+def test_http_url_refuses_anything_but_an_http_or_https_base_naming_the_variable() -> None:
+    """The check of a command's API URL: http(s) with or without a trailing slash loads; another
+    scheme, or a bare host, is refused naming the variable and its value."""
+
+    @dataclass(frozen=True)
+    class Client:
+        api_url: str = setting("X_API_URL", "http://127.0.0.1:1", check=http_url)
+
+    assert load_settings(Client, {"X_API_URL": "https://api.example/"}).api_url == "https://api.example/"
+    for bad in ("ftp://api.example", "api.example:8085"):
+        assert _problems_of(Client, {"X_API_URL": bad}) == [
+            f"X_API_URL={bad!r} is invalid: not an http(s) URL"
+        ]
+
+
+def _problems_of(cls: type[object], env: dict[str, str]) -> list[str]:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(cls, env)
+    return refused.value.problems
+
+
+# --- the environment as a whole, and the terminal commands' tokens --------------------------------
+
+
+def test_environment_gives_defaults_only_for_variables_left_unset() -> None:
+    """A service's defaults for a backbone settings class fill the gaps of a copy of the environment;
+    a value the environment sets (even an empty one) wins, and the given mapping is not changed."""
+    env = {"SERVICE_NAME": "", "OTHER": "x"}
+    assert environment(env, SERVICE_NAME="ledger", CONSUMER_NAME="ledger") == {
+        "SERVICE_NAME": "",
+        "OTHER": "x",
+        "CONSUMER_NAME": "ledger",
+    }
+    assert env == {"SERVICE_NAME": "", "OTHER": "x"}
+
+
+def test_terminal_token_prefers_the_variable_and_reads_a_file_stripped(tmp_path: Path) -> None:
+    """An operator's token: the variable when set (even with a file named too), else the file's
+    content without surrounding whitespace, else None."""
+    (tmp_path / "token").write_text("  tok-from-file \n")
+    file_only = {"T_TOKEN_FILE": str(tmp_path / "token")}
+    assert terminal_token("T_TOKEN", file_only) == "tok-from-file"
+    assert terminal_token("T_TOKEN", {**file_only, "T_TOKEN": "tok"}) == "tok"
+    assert terminal_token("T_TOKEN", {}) is None
+    assert terminal_token("T_TOKEN", {"T_TOKEN": ""}) is None
+
+
+def test_terminal_token_names_an_unreadable_file() -> None:
+    """A token file that cannot be read is a SettingsError naming the variable, the path and why."""
+    with pytest.raises(SettingsError) as refused:
+        terminal_token("T_TOKEN", {"T_TOKEN_FILE": "/nonexistent/token"})
+    assert refused.value.problems == [
+        "T_TOKEN_FILE: cannot read /nonexistent/token: No such file or directory"
+    ]

@@ -13,7 +13,7 @@ from typing import Final
 
 from backbone.consumer.settings import ConsumerSettings
 from backbone.kafka.topics import topic_name
-from backbone.settings import AmountSettings, Secret, setting
+from backbone.settings import AmountSettings, Secret, http_url, setting
 
 from mt5_credit.adapters.rates import FixedRates
 
@@ -96,6 +96,16 @@ class HttpSettings(AmountSettings):
         "100",
         doc="the margin level (%) an account with margin in use must keep after a withdrawal",
         check=_percent,
+    )
+
+
+@dataclass(frozen=True)
+class WithdrawalsCliSettings:
+    """``python -m mt5_credit withdrawals``, a client of the HTTP API (its tokens, which name the
+    caller, are read per command: ``backbone.settings.terminal_token``)."""
+
+    api_url: str = setting(
+        "MT5_CREDIT_API_URL", "http://127.0.0.1:8083", check=http_url, doc="the mt5-credit API it calls"
     )
 
 

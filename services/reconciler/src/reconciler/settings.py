@@ -15,7 +15,7 @@ from typing import Final
 from zoneinfo import ZoneInfo
 
 from backbone.kafka.topics import topic_name
-from backbone.settings import Secret, iana_zone, setting
+from backbone.settings import Secret, http_url, iana_zone, setting
 
 from reconciler.domain.dates import BusinessCalendar, parse_cutoff
 
@@ -107,6 +107,16 @@ class ApiSettings:
     http_port: int = setting("RECON_HTTP_PORT", 8085)
     page_size_max: int = setting("RECON_PAGE_SIZE_MAX", 500, doc="largest page of runs or cases")
     metrics_interval_s: int = setting("RECON_METRICS_INTERVAL_S", 15, doc="how often the gauges are read")
+
+
+@dataclass(frozen=True)
+class OperatorCliSettings:
+    """``python -m reconciler repairs|audit|cases acknowledge …``, clients of the HTTP API (the
+    operator's token is read per command: ``backbone.settings.terminal_token``)."""
+
+    api_url: str = setting(
+        "RECON_API_URL", "http://127.0.0.1:8085", check=http_url, doc="the reconciler API they call"
+    )
 
 
 def _positive(value: int) -> None:

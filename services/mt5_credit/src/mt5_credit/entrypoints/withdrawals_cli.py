@@ -12,17 +12,18 @@ exits 1; bad input or a missing setting exits 2; the API unreachable exits 3.
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
+from backbone.settings import SettingsError, load_settings, terminal_token
 from rich.console import Console
 from rich.table import Table
+
+from mt5_credit.settings import WithdrawalsCliSettings
 
 app = typer.Typer(no_args_is_help=True, help="Withdrawals: request, review, approve (through the API).")
 out = Console()
@@ -33,14 +34,11 @@ ReasonOption = Annotated[str, typer.Option("--reason", help="why (recorded in th
 
 
 def _secret(name: str) -> str:
-    token = os.environ.get(name)
-    path = os.environ.get(f"{name}_FILE")
-    if not token and path:
-        try:
-            token = Path(path).read_text().strip()
-        except OSError as exc:
-            err.print(f"{name}_FILE: cannot read {path}: {exc.strerror}")
-            raise typer.Exit(2) from None
+    try:
+        token = terminal_token(name)
+    except SettingsError as exc:
+        err.print("; ".join(exc.problems))
+        raise typer.Exit(2) from None
     if not token:
         err.print(f"set {name} or {name}_FILE")
         raise typer.Exit(2)
@@ -48,12 +46,13 @@ def _secret(name: str) -> str:
 
 
 def call(method: str, path: str, body: dict[str, Any] | None, token: str, key: str | None = None) -> Any:
-    base = os.environ.get("MT5_CREDIT_API_URL", "http://127.0.0.1:8083").rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        err.print(f"MT5_CREDIT_API_URL={base!r} is not an http(s) URL")
-        raise typer.Exit(2)
+    try:
+        base = load_settings(WithdrawalsCliSettings).api_url.rstrip("/")
+    except SettingsError as exc:  # names MT5_CREDIT_API_URL when it is not an http(s) URL
+        err.print(str(exc))
+        raise typer.Exit(2) from None
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method)  # noqa: S310 - checked above
+    request = urllib.request.Request(base + path, data=data, method=method)  # noqa: S310 - the setting is http(s)
     request.add_header("Authorization", f"Bearer {token}")
     request.add_header("Content-Type", "application/json")
     if key:

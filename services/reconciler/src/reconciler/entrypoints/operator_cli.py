@@ -10,7 +10,6 @@ setting exits 2; the API unreachable exits 3.
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,8 +17,11 @@ from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
+from backbone.settings import SettingsError, load_settings, terminal_token
 from rich.console import Console
 from rich.table import Table
+
+from reconciler.settings import OperatorCliSettings
 
 repairs_app = typer.Typer(no_args_is_help=True, help="Repairs of cases (maker-checker, through the API).")
 audit_app = typer.Typer(no_args_is_help=True, help="The audit of every operator act (through the API).")
@@ -30,14 +32,11 @@ JsonOption = Annotated[bool, typer.Option("--json", help="one JSON object instea
 
 
 def _token() -> str:
-    token = os.environ.get("RECON_OPERATOR_TOKEN")
-    path = os.environ.get("RECON_OPERATOR_TOKEN_FILE")
-    if not token and path:
-        try:
-            token = Path(path).read_text().strip()
-        except OSError as exc:
-            err.print(f"RECON_OPERATOR_TOKEN_FILE: cannot read {path}: {exc.strerror}")
-            raise typer.Exit(2) from None
+    try:
+        token = terminal_token("RECON_OPERATOR_TOKEN")
+    except SettingsError as exc:
+        err.print("; ".join(exc.problems))
+        raise typer.Exit(2) from None
     if not token:
         err.print("set RECON_OPERATOR_TOKEN or RECON_OPERATOR_TOKEN_FILE: your own operator token")
         raise typer.Exit(2)
@@ -52,11 +51,12 @@ def call(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
 
 def call_raw(method: str, path: str, data: bytes | None, content_type: str) -> bytes:
     """One API call as the operator with a body of its own type; the answer's bytes."""
-    base = os.environ.get("RECON_API_URL", "http://127.0.0.1:8085").rstrip("/")
-    if not base.startswith(("http://", "https://")):
-        err.print(f"RECON_API_URL={base!r} is not an http(s) URL")
-        raise typer.Exit(2)
-    request = urllib.request.Request(base + path, data=data, method=method)  # noqa: S310 - checked above
+    try:
+        base = load_settings(OperatorCliSettings).api_url.rstrip("/")
+    except SettingsError as exc:  # names RECON_API_URL when it is not an http(s) URL
+        err.print(str(exc))
+        raise typer.Exit(2) from None
+    request = urllib.request.Request(base + path, data=data, method=method)  # noqa: S310 - the setting is http(s)
     request.add_header("Authorization", f"Bearer {_token()}")
     request.add_header("Content-Type", content_type)
     try:
