@@ -82,6 +82,9 @@ class ApiSettings:
     page_size_max: int = setting("LEDGER_PAGE_SIZE_MAX", 500, doc="largest page of journals or entries")
     body_max_bytes: int = setting("LEDGER_HTTP_BODY_MAX_BYTES", 16 * 1024 * 1024, doc="settlement upload")
     statement_timeout_ms: int = setting("LEDGER_STATEMENT_TIMEOUT_MS", 10_000, doc="per API query")
+    consumer_name: str = setting(
+        "CONSUMER_NAME", SERVICE_NAME, doc="the consumer whose dead letters the API lists and replays"
+    )
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,9 @@ class HttpSettings(AmountSettings):
         doc="the margin level (%) an account with margin in use must keep after a withdrawal",
         check=_percent,
     )
+    consumer_name: str = setting(
+        "CONSUMER_NAME", SERVICE_NAME, doc="the consumer whose dead letters operators list and replay"
+    )
 
 
 @dataclass(frozen=True)

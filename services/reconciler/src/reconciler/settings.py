@@ -107,6 +107,9 @@ class ApiSettings:
     http_port: int = setting("RECON_HTTP_PORT", 8085)
     page_size_max: int = setting("RECON_PAGE_SIZE_MAX", 500, doc="largest page of runs or cases")
     metrics_interval_s: int = setting("RECON_METRICS_INTERVAL_S", 15, doc="how often the gauges are read")
+    consumer_name: str = setting(
+        "CONSUMER_NAME", SERVICE_NAME, doc="the consumer whose dead letters the API lists and replays"
+    )
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -50,7 +49,6 @@ from ledger.application.settlement import (
 from ledger.bootstrap import outbox_writer, replay_context
 from ledger.domain.accounts import CHART, AccountKey
 from ledger.entrypoints.auth import PERMISSIONS, Caller, Tokens
-from ledger.entrypoints.consumer import consumer_environ
 from ledger.settings import SERVICE_NAME, ApiSettings, LedgerSettings
 
 log = get_logger(__name__)
@@ -106,7 +104,7 @@ class LedgerApi:
                 web.post("/v1/settlements", write(self.import_settlement)),
             ]
         )
-        consumer = consumer_environ(os.environ)["CONSUMER_NAME"]
+        consumer = self._api.consumer_name
         source = dlq_http.DeadLetterSource(
             consumer, self._api.database_url.reveal(), lambda: replay_context(consumer, self._ledger)
         )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import os
 import re
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -129,7 +128,7 @@ class Api:
         )
         if self._operators is not None:  # operators (the console) also see the consumer's dead letters
             source = dlq_http.DeadLetterSource(
-                os.environ.get("CONSUMER_NAME", SERVICE_NAME),
+                self._settings.consumer_name,
                 self._settings.database_url.reveal(),
                 self._replay,
             )
@@ -140,7 +139,7 @@ class Api:
         """The consumer's own handler (``entrypoints.consumer.build``), for a dead letter's replay."""
         avro = bootstrap.codec()
         intake = Intake(self._rates, bootstrap.store_for)
-        name = os.environ.get("CONSUMER_NAME", SERVICE_NAME)
+        name = self._settings.consumer_name
         return ReplayContext(
             name, per_event(intake.handle), avro, TopicCatalogue.default(), bootstrap.outbox_writer(avro)
         )

@@ -129,7 +129,7 @@ def api() -> None:
     from reconciler.entrypoints.api import serve  # noqa: PLC0415 - aiohttp only for this process
 
     store = recon_store(settings)
-    consumer = consumer_environ(os.environ, settings)["CONSUMER_NAME"]
+    consumer = api_settings.consumer_name
     source = DeadLetterSource(consumer, settings.database_url, lambda: replay_context(consumer, settings))
     serve(api_settings, store, repair_desk(settings, store.engine), [source])
 
