@@ -128,6 +128,15 @@ class ReplaySettings(AmountSettings):
 
 
 @dataclass(frozen=True)
+class ProvidersNamed:
+    """The two provider variables without their checks: when ExecutorSettings is refused, which
+    providers' own settings to check in the same message (``entrypoints.executor``)."""
+
+    provider: str = setting("PAYMENT_STATE_PROVIDER", "simpsp", doc="as ExecutorSettings'")
+    merchant_providers: str = setting("PAYMENT_STATE_MERCHANT_PROVIDERS", "", doc="as ExecutorSettings'")
+
+
+@dataclass(frozen=True)
 class ExecutorSettings:
     """The executor's own settings; the PSP client's (PSP_BASE_URL, PSP_API_KEY, PSP_TIMEOUT_MS, ...)
     are ``backbone.psp.PspClientSettings``."""

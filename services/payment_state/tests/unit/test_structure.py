@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from backbone.settings import Secret, SettingsError, load_settings
+from payment_state.entrypoints.executor import _load_settings
 from payment_state.settings import (
     DEFAULT_COMMANDS_TOPIC,
     DEFAULT_PAYOUT_COMMANDS_TOPIC,
@@ -108,3 +109,38 @@ def test_the_consumer_takes_its_name_and_topics_from_its_typed_settings() -> Non
     assert "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC" in str(failure.value)
     with pytest.raises(SettingsError, match="PAYMENT_STATE_EVENTS_TOPIC"):
         load_settings(ExecutorSettings, {**env, "PAYMENT_STATE_EVENTS_TOPIC": "x" * 250})
+
+
+UNSET_FOR_THE_EXECUTOR = (
+    "DATABASE_URL",
+    "PAYMENT_STATE_MERCHANT_PROVIDERS",
+    "PAYMENT_STATE_PROVIDER_FILE",
+    "PSP_BASE_URL",
+    "PSP_API_KEY",
+    "STRIPE_API_KEY",
+    "STRIPE_API_KEY_FILE",
+)
+
+
+@pytest.mark.parametrize(
+    ("provider", "named", "not_named"),
+    [("stripe", "STRIPE_API_KEY", "PSP_BASE_URL"), ("bogus", "PSP_BASE_URL", "STRIPE_API_KEY")],
+)
+def test_a_refused_executor_configuration_also_names_its_providers_variables(
+    provider: str,
+    named: str,
+    not_named: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With the executor's own settings refused (no DATABASE_URL), the one exit-2 message also names
+    the missing variables of the provider PAYMENT_STATE_PROVIDER names, or simpsp's when it names
+    none the service knows."""
+    for name in UNSET_FOR_THE_EXECUTOR:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PAYMENT_STATE_PROVIDER", provider)
+    with pytest.raises(SystemExit) as exited:
+        _load_settings()
+    assert exited.value.code == 2
+    message = capsys.readouterr().err
+    assert "DATABASE_URL" in message and named in message and not_named not in message

@@ -8,7 +8,6 @@ fallback poll; SIGTERM lets the current batch finish (provider calls are bounded
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -31,7 +30,7 @@ from payment_state.application.executor import ExecutorConfig, OperationExecutor
 from payment_state.application.payout_executor import PayoutExecutor
 from payment_state.application.ports import Transactions
 from payment_state.application.repairs import RepairConfig, RepairExecutor
-from payment_state.settings import ExecutorSettings
+from payment_state.settings import ExecutorSettings, ProvidersNamed
 
 log = get_logger(__name__)
 NOTIFY_CHANNEL = "payment_state_operations"
@@ -166,11 +165,9 @@ def _providers_named_in_environment() -> frozenset[str]:
     """The providers in use as far as a broken configuration tells (so that their variables are
     named in the same message); the default one when it tells nothing usable."""
     try:
-        ctx = bootstrap.context(
-            os.environ.get("PAYMENT_STATE_PROVIDER") or "simpsp",
-            os.environ.get("PAYMENT_STATE_MERCHANT_PROVIDERS", ""),
-        )
-    except ValueError:
+        named = load_settings(ProvidersNamed)
+        ctx = bootstrap.context(named.provider, named.merchant_providers)
+    except (SettingsError, ValueError):
         return frozenset({"simpsp"})
     return frozenset(p for p in ctx.providers if p in PROVIDER_SETTINGS) or frozenset({"simpsp"})
 
