@@ -92,8 +92,9 @@ class CliSettings:
     database_url: Secret = setting("DATABASE_URL", secret=True, doc="runtime role (ledger_app)")
 
 
-def load_together(environ: Mapping[str, str], *classes: type[Any]) -> list[Any]:
-    """Load several settings classes from one environment; one SettingsError names every problem."""
+def load_together(environ: Mapping[str, str] | None, *classes: type[Any]) -> list[Any]:
+    """Load several settings classes from one environment (None: the process's); one SettingsError
+    names every problem."""
     loaded, problems = [], []
     for cls in classes:
         try:

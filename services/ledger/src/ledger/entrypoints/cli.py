@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
@@ -36,7 +35,7 @@ from backbone.ids import new_event_id
 from backbone.logs import configure_logging
 from backbone.outbox.relay import run_relay_from_env
 from backbone.postgres.migrations import MigrationSource, backbone_source, migrate
-from backbone.settings import SettingsError
+from backbone.settings import SettingsError, env_value
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ledger.adapters.roles import provision_runtime_role
@@ -52,6 +51,7 @@ from ledger.entrypoints.consumer import consumer_environ, run_consumer
 from ledger.settings import SERVICE_NAME, ApiSettings, CliSettings, LedgerSettings, load_together
 
 MIGRATIONS: Final = Path(__file__).resolve().parents[3] / "migrations"
+Environ = Mapping[str, str] | None  # None: the process's (tests pass their own)
 
 
 def _print(payload: Any) -> None:
@@ -70,7 +70,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _settings(environ: Mapping[str, str]) -> tuple[CliSettings, LedgerSettings]:
+def _settings(environ: Environ) -> tuple[CliSettings, LedgerSettings]:
     cli, ledger = load_together(environ, CliSettings, LedgerSettings)
     return cli, ledger
 
@@ -79,7 +79,7 @@ def _today(ledger: LedgerSettings, given: str | None) -> date:
     return date.fromisoformat(given) if given else datetime.now(ledger.policy().business_tz).date()
 
 
-def cmd_verify(_: argparse.Namespace, env: Mapping[str, str]) -> int:
+def cmd_verify(_: argparse.Namespace, env: Environ) -> int:
     cli, ledger = _settings(env)
     with ledger_transaction(cli.database_url.reveal(), ledger, snapshot=True) as store:
         report = verify_chain(store)
@@ -87,7 +87,7 @@ def cmd_verify(_: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0 if report.ok else 1
 
 
-def cmd_balances(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def cmd_balances(args: argparse.Namespace, env: Environ) -> int:
     cli, ledger = _settings(env)
     rebuild = args.command == "rebuild-balances"
     with ledger_transaction(cli.database_url.reveal(), ledger, snapshot=not rebuild) as store:
@@ -96,7 +96,7 @@ def cmd_balances(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0 if report.ok or report.overwritten else 1
 
 
-def cmd_import(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def cmd_import(args: argparse.Namespace, env: Environ) -> int:
     cli, ledger = _settings(env)
     path = Path(args.file)
     try:
@@ -120,7 +120,7 @@ def cmd_import(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0 if type(outcome).__name__ in {"Imported", "AlreadyImported", "NothingToImport"} else 1
 
 
-def cmd_reverse(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def cmd_reverse(args: argparse.Namespace, env: Environ) -> int:
     cli, ledger = _settings(env)
     with ledger_transaction(cli.database_url.reveal(), ledger) as store:
         outcome = reverse_journal(
@@ -134,7 +134,7 @@ def cmd_reverse(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return _correction_result(outcome)
 
 
-def cmd_compensate(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def cmd_compensate(args: argparse.Namespace, env: Environ) -> int:
     cli, ledger = _settings(env)
     try:
         entries = parse_entries(args.entries)
@@ -186,14 +186,14 @@ def _correction_result(outcome: Any) -> int:
     return 0 if isinstance(outcome, AlreadyPosted) else 1
 
 
-def cmd_migrate(args: argparse.Namespace, _: Mapping[str, str]) -> int:
+def cmd_migrate(args: argparse.Namespace, _: Environ) -> int:
     applied = migrate(args.url, [backbone_source(), MigrationSource(SERVICE_NAME, MIGRATIONS)])
     _print({"applied": applied})
     return 0
 
 
-def cmd_provision(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    password = env.get(args.password_env)
+def cmd_provision(args: argparse.Namespace, env: Environ) -> int:
+    password = env_value(args.password_env, env)
     if not password:
         print(f"{args.password_env} is required but not set", file=sys.stderr)
         return 2
@@ -233,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMANDS: Final[dict[str, Callable[[argparse.Namespace, Mapping[str, str]], int]]] = {
+_COMMANDS: Final[dict[str, Callable[[argparse.Namespace, Environ], int]]] = {
     "verify": cmd_verify,
     "check-balances": cmd_balances,
     "rebuild-balances": cmd_balances,
@@ -245,33 +245,32 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace, Mapping[str, str]], int
 }
 
 
-def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:  # noqa: PLR0911
+def main(argv: list[str] | None = None, environ: Environ = None) -> int:  # noqa: PLR0911
     args_list = sys.argv[1:] if argv is None else argv
-    env = os.environ if environ is None else environ
     if refuse_card_data(args_list):
         return 2
     if args_list[:1] == ["dlq"]:
-        return _dlq(args_list[1:], env)
+        return _dlq(args_list[1:], environ)
     args = _parser().parse_args(args_list)
     try:
         if args.command == "consume":
-            run_consumer(env)
+            run_consumer(environ)
             return 0
         if args.command == "relay":
             run_relay_from_env(SERVICE_NAME)
             return 0
         if args.command == "api":
-            api, ledger = load_together(env, ApiSettings, LedgerSettings)
+            api, ledger = load_together(environ, ApiSettings, LedgerSettings)
             serve(api, ledger)
             return 0
         configure_logging(SERVICE_NAME)
-        return _COMMANDS[args.command](args, env)
+        return _COMMANDS[args.command](args, environ)
     except SettingsError as exc:
         print(str(exc), file=sys.stderr)
         return 2
 
 
-def _dlq(argv: list[str], env: Mapping[str, str]) -> int:
+def _dlq(argv: list[str], env: Environ) -> int:
     try:
         consumer, ledger = load_together(consumer_environ(env), ConsumerSettings, LedgerSettings)
     except SettingsError as exc:

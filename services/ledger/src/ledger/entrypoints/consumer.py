@@ -15,6 +15,7 @@ from backbone.consumer import ConsumerSettings, IdempotentConsumer
 from backbone.kafka.topics import topic_name
 from backbone.logs import configure_logging
 from backbone.runtime import health_for, stop_on_signals
+from backbone.settings import environment
 
 from ledger.bootstrap import consumer_parts
 from ledger.settings import SERVICE_NAME, LedgerSettings, load_together
@@ -23,8 +24,9 @@ GC_GEN0_THRESHOLD: Final = 50_000
 BATCH_SIZE_DEFAULT: Final = 2000
 
 
-def consumer_environ(environ: Mapping[str, str]) -> dict[str, str]:
-    env = dict(environ)
+def consumer_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment (None: the process's) with the ledger's defaults for the consumer's."""
+    env = environment(environ)
     payments = env.get("LEDGER_PAYMENTS_TOPIC") or topic_name("payments.events")
     mt5 = env.get("LEDGER_MT5_TOPIC") or topic_name("mt5.credit-events")
     repairs = env.get("LEDGER_REPAIRS_TOPIC") or topic_name("recon.repair-commands")
@@ -44,7 +46,7 @@ def tune_gc() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, 20, 100)
 
 
-def run_consumer(environ: Mapping[str, str]) -> None:
+def run_consumer(environ: Mapping[str, str] | None = None) -> None:
     """Consume until SIGTERM (the batch in hand finishes and commits, then the process leaves)."""
     consumer_settings, ledger_settings = load_together(
         consumer_environ(environ), ConsumerSettings, LedgerSettings

@@ -20,7 +20,6 @@ tables.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from datetime import date
@@ -105,7 +104,7 @@ def _json(payload: Any) -> None:
 @app.command()
 def consume() -> None:
     """The idempotent consumer feeding the read models."""
-    run_consumer(os.environ)
+    run_consumer()
 
 
 @app.command()
@@ -168,7 +167,7 @@ def migrate_command() -> None:
 def dlq(ctx: typer.Context) -> None:
     """Dead letters of the consumer: list | replay ID --by --reason | discard ID --by --reason."""
     recon = _settings()
-    consumer = load_settings(ConsumerSettings, consumer_environ(os.environ, recon))
+    consumer = load_settings(ConsumerSettings, consumer_environ(None, recon))
     raise typer.Exit(
         dlq_main(
             list(ctx.args),

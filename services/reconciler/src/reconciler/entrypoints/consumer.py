@@ -11,15 +11,14 @@ from collections.abc import Mapping
 from backbone.consumer import ConsumerSettings, IdempotentConsumer
 from backbone.logs import configure_logging
 from backbone.runtime import health_for, stop_on_signals
-from backbone.settings import load_settings
+from backbone.settings import environment, load_settings
 
 from reconciler.bootstrap import consumer_parts
 from reconciler.settings import SERVICE_NAME, ReconSettings
 
 
-def consumer_environ(environ: Mapping[str, str], settings: ReconSettings) -> dict[str, str]:
-    env = dict(environ)
-    env.setdefault("CONSUMER_NAME", SERVICE_NAME)
+def consumer_environ(environ: Mapping[str, str] | None, settings: ReconSettings) -> dict[str, str]:
+    """The environment (None: the process's) with the reconciler's defaults for the consumer's."""
     topics = (
         settings.payments_topic,
         settings.mt5_topic,
@@ -27,11 +26,10 @@ def consumer_environ(environ: Mapping[str, str], settings: ReconSettings) -> dic
         settings.outcomes_topic,
         settings.monitor_topic,
     )
-    env.setdefault("CONSUMER_TOPICS", ",".join(topics))
-    return env
+    return environment(environ, CONSUMER_NAME=SERVICE_NAME, CONSUMER_TOPICS=",".join(topics))
 
 
-def run_consumer(environ: Mapping[str, str]) -> None:
+def run_consumer(environ: Mapping[str, str] | None = None) -> None:
     """Consume until SIGTERM (the batch in hand finishes and commits, then the process leaves)."""
     recon = load_settings(ReconSettings, environ)
     consumer_settings = load_settings(ConsumerSettings, consumer_environ(environ, recon))
