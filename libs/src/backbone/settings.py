@@ -8,6 +8,11 @@ are wrapped in ``Secret`` so that they never appear in a repr, a log line or an 
 Every setting ``NAME`` may instead be given as a file, ``NAME_FILE=/path`` (the convention of Docker
 secrets and Kubernetes secret volumes): the file's content, less one trailing newline, is the value.
 Setting both is refused; an unreadable file is refused naming the variable, never quoting content.
+
+Product code reads the environment only in modules named ``settings.py`` (tests/test_settings_only.py).
+This one also declares the settings of backbone modules without a settings module of their own
+(``TracingSettings``, ``SchemasSettings``) and holds the few readers that are not a settings class:
+``env_value``, ``terminal_token`` and ``environment``.
 """
 
 from __future__ import annotations
