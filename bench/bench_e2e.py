@@ -407,7 +407,7 @@ def product_polling() -> dict[str, dict[str, str]]:
     simulator's webhook queue, the gateway's catch-up passes. The harness shortens all of them for
     tests; leases, call budgets and backoffs stay the harness's (they cost nothing while idle)."""
     from mt5_credit.settings import WorkerSettings  # noqa: PLC0415 - the bench's own choice only
-    from psp_sim.settings import SimSettings  # noqa: PLC0415
+    from psp_sim.settings import SimSettings  # noqa: PLC0415 - the bench's own choice only
 
     relay = {"OUTBOX_POLL_INTERVAL_MS": _default(RelaySettings, "OUTBOX_POLL_INTERVAL_MS")}
     consumer = {
@@ -419,7 +419,7 @@ def product_polling() -> dict[str, dict[str, str]]:
     polling["mt5_credit-worker"] = {
         "CREDIT_POLL_INTERVAL_MS": _default(WorkerSettings, "CREDIT_POLL_INTERVAL_MS")
     }
-    from webhook_gateway.settings import CatchUpSettings  # noqa: PLC0415
+    from webhook_gateway.settings import CatchUpSettings  # noqa: PLC0415 - the bench's own choice only
 
     polling["gateway-catch-up"] = {"CATCH_UP_INTERVAL_MS": _default(CatchUpSettings, "CATCH_UP_INTERVAL_MS")}
     webhook_poll = "PSP_SIM_WEBHOOK_POLL_INTERVAL_MS"

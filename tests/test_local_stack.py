@@ -74,11 +74,11 @@ def test_make_up_runs_both_simulators_with_the_documented_settings(stack: Stack)
     the MT5 and PSP simulators answering on their documented ports with the dev settings of
     deploy/dev.env: the MT5 manager can log in and the PSP accepts the dev API key, so an outside
     harness can drive them."""
-    import json  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
+    import json  # noqa: PLC0415 - only this test
+    import urllib.request  # noqa: PLC0415 - only this test
 
-    from backbone.mt5 import Mt5Gateway, Mt5GatewaySettings, ServerTime  # noqa: PLC0415
-    from backbone.settings import Secret  # noqa: PLC0415
+    from backbone.mt5 import Mt5Gateway, Mt5GatewaySettings, ServerTime  # noqa: PLC0415 - only this test
+    from backbone.settings import Secret  # noqa: PLC0415 - only this test
 
     if stack.source != "local" and "55432" not in stack.pg_admin_url:
         pytest.skip("the simulators run on the local stack")

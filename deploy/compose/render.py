@@ -223,7 +223,7 @@ def write_secrets(target: Path = SECRETS_DIR) -> list[str]:
         values[f"{database.replace('_', '-')}-db-url"] = (
             f"postgresql://{database}:{database}_dev@postgres:5432/{database}"
         )
-    import hashlib  # noqa: PLC0415
+    import hashlib  # noqa: PLC0415 - used by this step alone
 
     for file, perms in OPERATORS.items():
         lines = []

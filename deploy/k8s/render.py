@@ -87,7 +87,7 @@ def _container(p: dict[str, Any], addresses: dict[str, str], command: list[str])
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 - an emptyDir
     }
     if p["secrets"]:
         container["volumeMounts"].append({"name": "secrets", "mountPath": "/run/secrets", "readOnly": True})

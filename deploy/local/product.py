@@ -575,7 +575,7 @@ def _http(method: str, url: str, body: Any = None, token: str = "", key: str = "
     if key:
         request.add_header("Idempotency-Key", key)
     try:
-        with urllib.request.urlopen(request, timeout=15) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=15) as response:  # noqa: S310 - the request built above
             raw = response.read()
             return response.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as error:

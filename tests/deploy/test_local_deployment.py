@@ -103,7 +103,7 @@ def test_scaling_a_fixed_port_type_or_an_unknown_one_is_refused(
 ) -> None:
     """An API or a simulator binds one fixed port, so it cannot run twice here. An unknown type or a
     count below one is a mistake. Each is refused before the configuration is written."""
-    import typer  # noqa: PLC0415
+    import typer  # noqa: PLC0415 - only this test
 
     with pytest.raises(typer.BadParameter):
         _render(tmp_path, monkeypatch, scale)

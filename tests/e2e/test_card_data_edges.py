@@ -95,18 +95,18 @@ def system(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
 def service_apps() -> dict[str, web.Application]:
     """Every service's HTTP application, built as its entrypoint builds it (no I/O: pools closed)."""
     from ledger.entrypoints.api import LedgerApi  # noqa: PLC0415 - each service imported on demand
-    from ledger.entrypoints.auth import Tokens  # noqa: PLC0415
-    from ledger.settings import ApiSettings, LedgerSettings  # noqa: PLC0415
-    from mt5_credit.entrypoints.http import Api as CreditApi  # noqa: PLC0415
-    from mt5_credit.settings import HttpSettings  # noqa: PLC0415
-    from ops_console.entrypoints.web import Console  # noqa: PLC0415
-    from ops_console.settings import ConsoleSettings  # noqa: PLC0415
-    from payment_state.entrypoints.http import Api as PaymentsApi  # noqa: PLC0415
-    from payment_state.entrypoints.http import build_app  # noqa: PLC0415
-    from reconciler.entrypoints.api import ReconApi  # noqa: PLC0415
-    from reconciler.settings import ApiSettings as ReconApiSettings  # noqa: PLC0415
-    from webhook_gateway.entrypoints.http import BodyLimits, make_app  # noqa: PLC0415
-    from webhook_gateway.entrypoints.reads import receipt_routes  # noqa: PLC0415
+    from ledger.entrypoints.auth import Tokens  # noqa: PLC0415 - on demand
+    from ledger.settings import ApiSettings, LedgerSettings  # noqa: PLC0415 - on demand
+    from mt5_credit.entrypoints.http import Api as CreditApi  # noqa: PLC0415 - on demand
+    from mt5_credit.settings import HttpSettings  # noqa: PLC0415 - on demand
+    from ops_console.entrypoints.web import Console  # noqa: PLC0415 - on demand
+    from ops_console.settings import ConsoleSettings  # noqa: PLC0415 - on demand
+    from payment_state.entrypoints.http import Api as PaymentsApi  # noqa: PLC0415 - on demand
+    from payment_state.entrypoints.http import build_app  # noqa: PLC0415 - on demand
+    from reconciler.entrypoints.api import ReconApi  # noqa: PLC0415 - on demand
+    from reconciler.settings import ApiSettings as ReconApiSettings  # noqa: PLC0415 - on demand
+    from webhook_gateway.entrypoints.http import BodyLimits, make_app  # noqa: PLC0415 - on demand
+    from webhook_gateway.entrypoints.reads import receipt_routes  # noqa: PLC0415 - on demand
 
     # mt5-credit serves its operator routes (withdrawals, dead letters) only with an operators file
     operators = Path(tempfile.mkdtemp()) / "operators"

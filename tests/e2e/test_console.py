@@ -22,7 +22,7 @@ from backbone.testing.system import CONSOLE_PASSWORD, System
 from selenium.webdriver.common.by import By
 
 pytestmark = pytest.mark.integration
-SHOTS = Path("/tmp/console-screenshots")  # noqa: S108
+SHOTS = Path("/tmp/console-screenshots")  # noqa: S108 - screenshots for people
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from selenium.webdriver.common.by import By
 
 pytestmark = pytest.mark.integration
-SHOTS = Path(os.environ.get("CONSOLE_SCREENSHOTS", "/tmp/console-screenshots-h"))  # noqa: S108
+SHOTS = Path(os.environ.get("CONSOLE_SCREENSHOTS", "/tmp/console-screenshots-h"))  # noqa: S108 - dev only
 GARBAGE = b"\x00\x01 not avro <script>alert('dead')</script>"
 CONSUMERS = {"ledger": "ledger", "mt5-credit": "mt5_credit", "reconciler": "reconciler"}
 

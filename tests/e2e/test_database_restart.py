@@ -40,7 +40,7 @@ class PrivatePostgres:
     under /var/tmp: as root the server runs as ``postgres``, who cannot enter pytest's 0700 dirs."""
 
     def __init__(self) -> None:
-        self.home = Path(f"/var/tmp/deposits-pg-restart-{uuid.uuid4().hex[:8]}")  # noqa: S108
+        self.home = Path(f"/var/tmp/deposits-pg-restart-{uuid.uuid4().hex[:8]}")  # noqa: S108 - throwaway
         self.env = {**os.environ, "PGPORT": str(free_port()), "PG_HOME_DIR": str(self.home)}
 
     def run(self, *command: str, **extra: str) -> str:

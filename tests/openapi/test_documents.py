@@ -81,24 +81,24 @@ def _no_replay() -> ReplayContext:
 
 def _payment_state() -> web.Application:
     from payment_state.entrypoints.api import operator_routes  # noqa: PLC0415 - each service on demand
-    from payment_state.entrypoints.http import Api as PaymentsApi  # noqa: PLC0415
-    from payment_state.entrypoints.http import build_app  # noqa: PLC0415
-    from payment_state.settings import ApiSettings  # noqa: PLC0415
+    from payment_state.entrypoints.http import Api as PaymentsApi  # noqa: PLC0415 - on demand
+    from payment_state.entrypoints.http import build_app  # noqa: PLC0415 - on demand
+    from payment_state.settings import ApiSettings  # noqa: PLC0415 - on demand
 
     routes = operator_routes(load_settings(ApiSettings, _env()))  # with its operators file
     return build_app(PaymentsApi(None, None, None, {}), Health(), 1024, operator_routes=routes)  # type: ignore[arg-type]
 
 
 def _mt5_credit() -> web.Application:
-    from mt5_credit.entrypoints.http import Api as CreditApi  # noqa: PLC0415
-    from mt5_credit.settings import HttpSettings  # noqa: PLC0415
+    from mt5_credit.entrypoints.http import Api as CreditApi  # noqa: PLC0415 - on demand
+    from mt5_credit.settings import HttpSettings  # noqa: PLC0415 - on demand
 
     return CreditApi(load_settings(HttpSettings, _env()), None, Health()).app()  # type: ignore[arg-type]
 
 
 def _ledger() -> web.Application:
-    from ledger.entrypoints.api import LedgerApi  # noqa: PLC0415
-    from ledger.settings import ApiSettings, LedgerSettings  # noqa: PLC0415
+    from ledger.entrypoints.api import LedgerApi  # noqa: PLC0415 - on demand
+    from ledger.settings import ApiSettings, LedgerSettings  # noqa: PLC0415 - on demand
 
     env = _env()
     return LedgerApi(
@@ -107,8 +107,8 @@ def _ledger() -> web.Application:
 
 
 def _reconciler() -> web.Application:
-    from reconciler.entrypoints.api import ReconApi  # noqa: PLC0415
-    from reconciler.settings import ApiSettings  # noqa: PLC0415
+    from reconciler.entrypoints.api import ReconApi  # noqa: PLC0415 - on demand
+    from reconciler.settings import ApiSettings  # noqa: PLC0415 - on demand
 
     env = _env()
     letters = [DeadLetterSource("reconciler", env["DATABASE_URL"], _no_replay)]
@@ -116,34 +116,34 @@ def _reconciler() -> web.Application:
 
 
 def _gateway() -> web.Application:
-    from webhook_gateway.entrypoints.http import BodyLimits, make_app  # noqa: PLC0415
-    from webhook_gateway.entrypoints.reads import receipt_routes  # noqa: PLC0415
+    from webhook_gateway.entrypoints.http import BodyLimits, make_app  # noqa: PLC0415 - on demand
+    from webhook_gateway.entrypoints.reads import receipt_routes  # noqa: PLC0415 - on demand
 
     reads = receipt_routes(Tokens([]), None)  # type: ignore[arg-type]
     return make_app(None, {}, Health(), body=BodyLimits(1024, 1.0), reads=reads)  # type: ignore[arg-type]
 
 
 def _console() -> web.Application:
-    from ops_console.entrypoints.web import Console  # noqa: PLC0415
-    from ops_console.settings import ConsoleSettings  # noqa: PLC0415
+    from ops_console.entrypoints.web import Console  # noqa: PLC0415 - on demand
+    from ops_console.settings import ConsoleSettings  # noqa: PLC0415 - on demand
 
     return Console(load_settings(ConsoleSettings, _env()), None, None, None, Health()).app()  # type: ignore[arg-type]
 
 
 def _psp_api() -> web.Application:
-    from psp_sim.entrypoints.http_api import ApiHandlers, api_app  # noqa: PLC0415
+    from psp_sim.entrypoints.http_api import ApiHandlers, api_app  # noqa: PLC0415 - on demand
 
     return api_app(ApiHandlers(None, None, "k" * 16), Health(), 1024)  # type: ignore[arg-type]
 
 
 def _psp_control() -> web.Application:
-    from psp_sim.entrypoints.http_control import ControlHandlers, control_app  # noqa: PLC0415
+    from psp_sim.entrypoints.http_control import ControlHandlers, control_app  # noqa: PLC0415 - on demand
 
     return control_app(ControlHandlers(None, None), Health())  # type: ignore[arg-type]
 
 
 def _mt5_control() -> web.Application:
-    from mt5_sim.entrypoints.control import ControlApi  # noqa: PLC0415
+    from mt5_sim.entrypoints.control import ControlApi  # noqa: PLC0415 - on demand
 
     app = web.Application()
     app.add_routes(ControlApi(None, None, None, None).routes(Health()))  # type: ignore[arg-type]
@@ -152,7 +152,7 @@ def _mt5_control() -> web.Application:
 
 def _mt5_web_api() -> web.Application:
     """The Web API's commands as routes: ``GET`` and ``POST /api/<command>`` for each."""
-    from mt5_sim.application.webapi import WebApi  # noqa: PLC0415
+    from mt5_sim.application.webapi import WebApi  # noqa: PLC0415 - on demand
 
     async def never(_: web.Request) -> web.Response:
         raise AssertionError("only read for its routes")
@@ -164,7 +164,7 @@ def _mt5_web_api() -> web.Application:
 
 
 def _gateway_errors() -> set[str]:
-    from webhook_gateway.entrypoints.http import ERRORS  # noqa: PLC0415
+    from webhook_gateway.entrypoints.http import ERRORS  # noqa: PLC0415 - on demand
 
     return set(ERRORS)
 

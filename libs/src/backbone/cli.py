@@ -69,8 +69,8 @@ def migrate_command(service: str, migrations_dir: Path) -> Command:
     """The ``migrate`` command: the backbone's migrations, then the service's, on ``DATABASE_URL``."""
 
     def run(_: list[str]) -> int:
-        from backbone.postgres.migrations import MigrationSource, backbone_source, migrate  # noqa: PLC0415
-        from backbone.settings import SettingsError, env_value  # noqa: PLC0415
+        from backbone.postgres.migrations import MigrationSource, backbone_source, migrate  # noqa: PLC0415 - migrate only
+        from backbone.settings import SettingsError, env_value  # noqa: PLC0415 - migrate only
 
         try:
             url = env_value("DATABASE_URL")

@@ -182,7 +182,7 @@ def test_polled_keeps_partition_and_offset_zero() -> None:
 def test_per_event_names_the_event_a_handler_refused() -> None:
     """A one-event handler raises ``Refuse(reason)`` without saying which event: the batch adapter
     fills in that event's id, so the loop can dead-letter exactly it."""
-    from backbone.consumer.messages import Refuse  # noqa: PLC0415
+    from backbone.consumer.messages import Refuse  # noqa: PLC0415 - only this test
 
     def handler(_: UnitOfWork, event: InboundEvent) -> None:
         if event.offset == 1:

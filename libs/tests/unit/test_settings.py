@@ -183,7 +183,7 @@ def test_malformed_secret_value_never_appears_anywhere_in_the_error() -> None:
 def test_secret_never_reveals_itself_in_repr_or_str() -> None:
     """repr, str, f-strings, %-formatting and container reprs show only ``***``."""
     secret = Secret("s3cr3t-pw")
-    renderings = [repr(secret), str(secret), f"{secret}", "%s" % secret, repr([secret]), repr({"k": secret})]  # noqa: UP031
+    renderings = [repr(secret), str(secret), f"{secret}", "%s" % secret, repr([secret]), repr({"k": secret})]  # noqa: UP031 - under test
     for rendering in renderings:
         assert "s3cr3t" not in rendering
         assert "***" in rendering
@@ -242,9 +242,9 @@ def test_load_settings_or_exit_exits_2_naming_the_variable(capsys: pytest.Captur
 def test_a_field_check_refuses_a_bad_value_naming_the_variable() -> None:
     """``setting(check=...)``: a value of the right type that the check refuses is a start-up
     problem naming the variable and the reason, like a value of the wrong type."""
-    import dataclasses  # noqa: PLC0415
+    import dataclasses  # noqa: PLC0415 - only this test
 
-    from backbone.settings import SettingsError, load_settings, setting  # noqa: PLC0415
+    from backbone.settings import SettingsError, load_settings, setting  # noqa: PLC0415 - only this test
 
     def positive_even(value: int) -> None:
         if value <= 0 or value % 2:
@@ -298,9 +298,9 @@ def test_an_unreadable_file_is_refused_without_quoting_anything_from_it(tmp_path
 def test_shared_checks_refuse_a_bad_zone_and_a_non_positive_count() -> None:
     """backbone.settings' shared checks: an unknown IANA zone and a count of zero or less are
     refused at start, naming the variable; good values load."""
-    from dataclasses import dataclass  # noqa: PLC0415
+    from dataclasses import dataclass  # noqa: PLC0415 - only this test
 
-    from backbone.settings import SettingsError, iana_zone, load_settings, positive, setting  # noqa: PLC0415
+    from backbone.settings import SettingsError, iana_zone, load_settings, positive, setting  # noqa: PLC0415 - only this test
 
     @dataclass(frozen=True)
     class Checked:

@@ -14,7 +14,7 @@ from typing import Any
 def chromium(width: int = 1400, height: int = 1000) -> Iterator[Any]:
     """A Selenium WebDriver on a fresh headless Chromium profile, quit on exit."""
     from selenium import webdriver  # noqa: PLC0415 - only the tests of pages need selenium
-    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
+    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415 - selenium on demand
 
     binary, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     if not binary or not driver_path:
@@ -41,7 +41,7 @@ def click_and_wait(driver: Any, element: Any, timeout_s: float = 10.0) -> None:
     this one. Reading right after a plain click can read the old page: a form sent again after an
     error still shows that error until the answer arrives."""
     from selenium.webdriver.common.by import By  # noqa: PLC0415 - only the tests of pages need selenium
-    from selenium.webdriver.support.ui import WebDriverWait  # noqa: PLC0415
+    from selenium.webdriver.support.ui import WebDriverWait  # noqa: PLC0415 - selenium on demand
 
     old = driver.find_element(By.TAG_NAME, "html")
     element.click()

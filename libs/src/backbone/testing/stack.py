@@ -80,8 +80,8 @@ def _docker_engine_answers() -> bool:
 
 
 def _start_testcontainers() -> Stack:  # pragma: no cover - no Docker engine on the CI machine
-    from testcontainers.kafka import KafkaContainer  # noqa: PLC0415
-    from testcontainers.postgres import PostgresContainer  # noqa: PLC0415
+    from testcontainers.kafka import KafkaContainer  # noqa: PLC0415 - only a stack that starts needs it
+    from testcontainers.postgres import PostgresContainer  # noqa: PLC0415 - only a stack that starts needs it
 
     kafka: Any = KafkaContainer("apache/kafka:4.4.0").with_kraft()
     kafka.start()

@@ -729,7 +729,7 @@ class System:
         if traceparent:
             request.add_header("traceparent", traceparent)
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - our own URL
                 raw = response.read()
                 return response.status, json.loads(raw) if raw else None
         except urllib.error.HTTPError as error:

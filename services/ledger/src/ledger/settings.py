@@ -76,7 +76,7 @@ class ApiSettings:
     tokens_file: Path = setting(
         "LEDGER_API_TOKENS_FILE", doc="lines '<principal> <permission,...> sha256:<hex of the token>'"
     )
-    http_host: str = setting("LEDGER_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
+    http_host: str = setting("LEDGER_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104 - a server
     http_port: int = setting("LEDGER_HTTP_PORT", 8084)
     pool_size_max: int = setting("LEDGER_DB_POOL_SIZE_MAX", 4, doc="database connections of the API")
     page_size_max: int = setting("LEDGER_PAGE_SIZE_MAX", 500, doc="largest page of journals or entries")

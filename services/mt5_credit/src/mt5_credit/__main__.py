@@ -27,31 +27,31 @@ def _api(_: list[str]) -> None:
 
 
 def _consume(_: list[str]) -> None:
-    from mt5_credit.entrypoints import consumer  # noqa: PLC0415
+    from mt5_credit.entrypoints import consumer  # noqa: PLC0415 - only what runs
 
     consumer.main()
 
 
 def _worker(_: list[str]) -> None:
-    from mt5_credit.entrypoints import worker  # noqa: PLC0415
+    from mt5_credit.entrypoints import worker  # noqa: PLC0415 - only what runs
 
     worker.main()
 
 
 def _relay(_: list[str]) -> None:
-    from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415
+    from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415 - only what runs
 
     run_relay_from_env("mt5_credit")
 
 
 def _dlq(argv: list[str]) -> int:
-    from mt5_credit.entrypoints import consumer  # noqa: PLC0415
+    from mt5_credit.entrypoints import consumer  # noqa: PLC0415 - only what runs
 
     return consumer.dlq(argv)
 
 
 def _withdrawals(argv: list[str]) -> int:
-    from mt5_credit.entrypoints.withdrawals_cli import app  # noqa: PLC0415
+    from mt5_credit.entrypoints.withdrawals_cli import app  # noqa: PLC0415 - only what runs
 
     try:
         app(argv, prog_name="python -m mt5_credit withdrawals")  # click exits with the command's code

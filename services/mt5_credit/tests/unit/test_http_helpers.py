@@ -43,8 +43,8 @@ def test_intent_digest_covers_the_request() -> None:
 def test_a_bad_fx_table_refuses_to_start_naming_the_variable() -> None:
     """FX_RATES goes through the typed settings of both processes that convert (the API and the
     consumer): a malformed table is a start-up problem naming the variable, not a traceback."""
-    from backbone.settings import SettingsError, load_settings  # noqa: PLC0415
-    from mt5_credit.settings import ConsumeSettings  # noqa: PLC0415
+    from backbone.settings import SettingsError, load_settings  # noqa: PLC0415 - only this test
+    from mt5_credit.settings import ConsumeSettings  # noqa: PLC0415 - only this test
 
     env = {"CONSUMER_NAME": "c", "DATABASE_URL": "postgresql://x", "KAFKA_BOOTSTRAP_SERVERS": "k:1"}
     env |= {"CONSUMER_TOPICS": "t", "FX_RATES": "EUR:USD=abc"}
@@ -59,8 +59,8 @@ def test_the_consumer_defaults_its_name_and_topic_in_its_typed_settings(
     """CONSUMER_NAME defaults to the service, CONSUMER_TOPICS to payments.events and the repair
     commands in the topic namespace of the moment the settings are loaded (no environment written);
     both can be set."""
-    from backbone.settings import load_settings  # noqa: PLC0415
-    from mt5_credit.settings import ConsumeSettings  # noqa: PLC0415
+    from backbone.settings import load_settings  # noqa: PLC0415 - only this test
+    from mt5_credit.settings import ConsumeSettings  # noqa: PLC0415 - only this test
 
     env = {"DATABASE_URL": "postgresql://x", "KAFKA_BOOTSTRAP_SERVERS": "k:1"}
     monkeypatch.setenv("KAFKA_TOPIC_PREFIX", "ns1.")

@@ -26,7 +26,7 @@ class ConsoleSettings:
         secret=True,
         doc="the console's token at the reconciler (granted operators:assert and what it may pass on)",
     )
-    http_host: str = setting("CONSOLE_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
+    http_host: str = setting("CONSOLE_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104 - a server
     http_port: int = setting("CONSOLE_HTTP_PORT", 8087)
     mt5_credit_url: str | None = setting(
         "CONSOLE_MT5_CREDIT_URL",

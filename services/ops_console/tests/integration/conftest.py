@@ -33,7 +33,7 @@ OPERATORS = {  # name -> (permissions, merchants)
     "carol": ("view", "m1"),
     "root": ("view,case_work", "*"),  # every merchant
 }
-SCREENSHOTS = Path(os.environ.get("CONSOLE_SCREENSHOTS", "/tmp/console-screenshots"))  # noqa: S108
+SCREENSHOTS = Path(os.environ.get("CONSOLE_SCREENSHOTS", "/tmp/console-screenshots"))  # noqa: S108 - dev only
 
 
 def _answers(url: str) -> bool:

@@ -46,7 +46,7 @@ def _login(driver: Any, console: Console, name: str) -> None:
 
 
 def _shot(driver: Any, name: str) -> None:
-    driver.save_screenshot(f"/tmp/console-screenshots/{name}.png")  # noqa: S108
+    driver.save_screenshot(f"/tmp/console-screenshots/{name}.png")  # noqa: S108 - screenshots for people
 
 
 def test_maker_checker_in_the_browser(console: Console, browser: Any) -> None:
@@ -167,7 +167,7 @@ def test_unknowns_by_age(console: Console, browser: Any) -> None:
     """An authorize payment-state's resolver left UNKNOWN (PaymentNeedsAttention through the
     reconciler's real intake) is listed on the UNKNOWN page with the resolver's words and how long
     it has waited, linked to its case; a resolved case is not listed."""
-    from reconciler.testing.world import DAY, at  # noqa: PLC0415
+    from reconciler.testing.world import DAY, at  # noqa: PLC0415 - only this test
 
     world = console.world
     world.deposit(1)
@@ -199,7 +199,7 @@ def test_an_operator_sees_and_acts_on_their_merchants_cases_only(console: Consol
     deal without our reference), whose pages are 'Not found'; alice's (m1) forged acknowledgement of
     m2's case is refused by the reconciler, changes nothing and is audited there; root (every
     merchant) lists all three and acknowledges the case of no merchant."""
-    from reconciler.testing.world import DAY, at  # noqa: PLC0415
+    from reconciler.testing.world import DAY, at  # noqa: PLC0415 - only this test
 
     world = console.world
     world.deposit(1)

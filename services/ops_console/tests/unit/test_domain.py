@@ -121,7 +121,7 @@ def test_tones() -> None:
 
 def test_how_long_something_has_waited() -> None:
     """Ages read in days, hours and minutes; a negative elapsed time (clock skew) is zero."""
-    from datetime import timedelta  # noqa: PLC0415
+    from datetime import timedelta  # noqa: PLC0415 - only this test
 
     assert display.age(timedelta(minutes=5, seconds=59)) == "5 min"
     assert display.age(timedelta(hours=2)) == "2 h 0 min"

@@ -26,25 +26,25 @@ def _api(_: list[str]) -> None:
 
 
 def _worker(_: list[str]) -> None:
-    from payment_state.entrypoints import executor  # noqa: PLC0415
+    from payment_state.entrypoints import executor  # noqa: PLC0415 - only what runs
 
     executor.main()
 
 
 def _consume(_: list[str]) -> None:
-    from payment_state.entrypoints import inbound  # noqa: PLC0415
+    from payment_state.entrypoints import inbound  # noqa: PLC0415 - only what runs
 
     inbound.main()
 
 
 def _relay(_: list[str]) -> None:
-    from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415
+    from backbone.outbox.relay import run_relay_from_env  # noqa: PLC0415 - only what runs
 
     run_relay_from_env("payment_state")
 
 
 def _dlq(argv: list[str]) -> int:
-    from payment_state.entrypoints import dlq  # noqa: PLC0415
+    from payment_state.entrypoints import dlq  # noqa: PLC0415 - only what runs
 
     return dlq.main(argv)
 

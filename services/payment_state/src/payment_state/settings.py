@@ -76,7 +76,7 @@ class ApiSettings(AmountSettings):
     api_tokens: Secret = setting(
         "PAYMENT_STATE_API_TOKENS", secret=True, doc="bearer tokens: 'token=merchant_id,token2=merchant_id2'"
     )
-    http_host: str = setting("PAYMENT_STATE_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
+    http_host: str = setting("PAYMENT_STATE_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104 - API
     http_port: int = setting("PAYMENT_STATE_HTTP_PORT", 8082, doc="HTTP API, /healthz, /readyz, /metrics")
     provider: str = setting(
         "PAYMENT_STATE_PROVIDER", "simpsp", check=known_provider, doc="the PSP new payments go to by default"

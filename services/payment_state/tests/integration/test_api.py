@@ -297,7 +297,7 @@ def test_capture_racing_cancel_exactly_one_wins(service: Service, api: Http) -> 
         capture_path, cancel_path = f"/payments/{payment_id}/capture", f"/payments/{payment_id}/cancel"
         answers = _race([
             lambda: api.post(capture_path, {}, key=key("cap")),  # noqa: B023 - run before the loop moves on
-            lambda: api.post(cancel_path, {"reason": "stock"}, key=key("cancel")),  # noqa: B023
+            lambda: api.post(cancel_path, {"reason": "stock"}, key=key("cancel")),  # noqa: B023 - raced
         ])  # fmt: skip
         assert sorted(a.status for a in answers) == [202, 409], answers
         assert [a.code for a in answers if a.status == 409] == ["operation_in_progress"]
@@ -311,7 +311,7 @@ def test_two_refunds_competing_for_the_same_capacity(service: Service, api: Http
     for _ in range(10):
         payment_id = captured(service, api)
         path, body = f"/payments/{payment_id}/refunds", {"amount_minor": 6_000, "currency": "EUR"}
-        answers = _race([lambda: api.post(path, body, key=key("r")) for _ in range(2)])  # noqa: B023
+        answers = _race([lambda: api.post(path, body, key=key("r")) for _ in range(2)])  # noqa: B023 - raced
         assert sorted(a.status for a in answers) == [202, 422], answers
         p = service.state(payment_id).payment
         assert (p.pending_refund_minor, p.refundable_minor) == (6_000, 4_000)

@@ -62,7 +62,7 @@ def drive(ex: OperationExecutor, until: Callable[[], bool], rounds_max: int = 20
     assert until(), "the executor did not reach the expected state"
 
 
-def create(svc: Service, token: str = "pm_card_visa", method: CaptureMethod = CaptureMethod.MANUAL) -> str:  # noqa: S107
+def create(svc: Service, token: str = "pm_card_visa", method: CaptureMethod = CaptureMethod.MANUAL) -> str:  # noqa: S107 - test card
     request = CreatePaymentRequest(10_000, "EUR", token, method, "dep_7")
     reply = svc.handle(MERCHANT_A, f"create-{time.monotonic_ns()}", request)
     assert reply.status == 201
@@ -193,7 +193,7 @@ def test_worker_that_died_mid_call(svc: Service) -> None:
 
 
 def ex_call(svc: Service, payment_id: str, operation_id: str) -> ProviderCall:
-    from payment_state.application.executor import build_call  # noqa: PLC0415
+    from payment_state.application.executor import build_call  # noqa: PLC0415 - used by this helper alone
 
     state = svc.state(payment_id)
     op = state.operation(operation_id)

@@ -62,7 +62,7 @@ def _ctx(store: InMemoryPaymentStore) -> Context:
     return Context("simpsp", now_ms=store.now_ms)  # one clock: the store's
 
 
-def _create(store: InMemoryPaymentStore, token: str = "pm_card_visa") -> str:  # noqa: S107
+def _create(store: InMemoryPaymentStore, token: str = "pm_card_visa") -> str:  # noqa: S107 - a test card
     request = CreatePaymentRequest(10_000, "EUR", token, CaptureMethod.MANUAL, "dep_7")
     with store.transaction() as s:
         reply = handle(s, _ctx(store), "m1", f"create-{next(_keys)}", request)

@@ -28,7 +28,7 @@ FAST = RecoveryPolicy(
 )  # fmt: skip
 
 
-def _request(token: str = "pm_card_visa", amount_minor: int = 5_000) -> CreatePayoutRequest:  # noqa: S107
+def _request(token: str = "pm_card_visa", amount_minor: int = 5_000) -> CreatePayoutRequest:  # noqa: S107 - test card
     return CreatePayoutRequest(WD, "simpsp", amount_minor, "EUR", token, "pay_1", 1001, 7)
 
 

@@ -319,7 +319,7 @@ def _world() -> tuple[InMemoryPaymentStore, Context, MemoryPsp, MemoryPsp, Opera
     )
 
 
-def _create(store: InMemoryPaymentStore, ctx: Context, merchant: str, token: str = "pm_card_visa") -> str:  # noqa: S107
+def _create(store: InMemoryPaymentStore, ctx: Context, merchant: str, token: str = "pm_card_visa") -> str:  # noqa: S107 - test card
     request = CreatePaymentRequest(2000, "EUR", token, CaptureMethod.MANUAL, "dep_1")
     with store.transaction() as s:
         reply = handle(s, ctx, merchant, f"key-{merchant}-{next(_events)}", request)

@@ -24,7 +24,7 @@ class SimSettings:
         "PSP_SIM_WEBHOOK_SECRET_PREVIOUS", None, secret=True, doc="previous secret (rotation): also signs"
     )
     webhook_url: str = setting("PSP_SIM_WEBHOOK_URL", "", doc="control: where webhooks go (empty: held)")
-    api_host: str = setting("PSP_SIM_API_HOST", "0.0.0.0", doc="PSP API bind address")  # noqa: S104
+    api_host: str = setting("PSP_SIM_API_HOST", "0.0.0.0", doc="PSP API bind address")  # noqa: S104 - server
     api_port: int = setting("PSP_SIM_API_PORT", 17101, doc="PSP API (and /healthz /readyz /metrics)")
     control_host: str = setting("PSP_SIM_CONTROL_HOST", "127.0.0.1", doc="control API bind address")
     control_port: int = setting("PSP_SIM_CONTROL_PORT", 17102, doc="control API port")

@@ -148,7 +148,7 @@ class SimProcess:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         url = self.control_url + path  # always http://127.0.0.1:<port>
-        request = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310 - local
         try:
             with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - local test URL
                 return response.status, _decode(response.read(), response.headers.get_content_type())

@@ -106,9 +106,9 @@ def stripe_report_source(
         )
     # imported here: only a run of a Stripe-configured reconciler loads the SDK (as payment-state's
     # executor is the only process there that does)
-    from backbone.psp.stripe_client import StripeClient  # noqa: PLC0415
+    from backbone.psp.stripe_client import StripeClient  # noqa: PLC0415 - Stripe runs only
 
-    from reconciler.adapters.stripe_reports import StripeReportSource  # noqa: PLC0415
+    from reconciler.adapters.stripe_reports import StripeReportSource  # noqa: PLC0415 - Stripe runs only
 
     stripe_settings = load_settings(StripeClientSettings, environ)
     if stripe_settings.api_key is None and not stripe_settings.api_key_file:

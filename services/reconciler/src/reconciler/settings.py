@@ -103,7 +103,7 @@ class ApiSettings:
         doc="lines '<operator> <permission,...> sha256:<hex of the token>', one per operator: cases:view,"
         " cases:work, repairs:propose, repairs:approve",
     )
-    http_host: str = setting("RECON_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104
+    http_host: str = setting("RECON_HTTP_HOST", "0.0.0.0", doc="listen address")  # noqa: S104 - a server
     http_port: int = setting("RECON_HTTP_PORT", 8085)
     page_size_max: int = setting("RECON_PAGE_SIZE_MAX", 500, doc="largest page of runs or cases")
     metrics_interval_s: int = setting("RECON_METRICS_INTERVAL_S", 15, doc="how often the gauges are read")

@@ -24,13 +24,13 @@ def _api(_: list[str]) -> int:
 
 
 def _relay(_: list[str]) -> int:
-    from webhook_gateway.entrypoints.relay import main as relay  # noqa: PLC0415
+    from webhook_gateway.entrypoints.relay import main as relay  # noqa: PLC0415 - only what runs
 
     return relay()
 
 
 def _catch_up(_: list[str]) -> int:
-    from webhook_gateway.entrypoints.catch_up import main as catch_up  # noqa: PLC0415
+    from webhook_gateway.entrypoints.catch_up import main as catch_up  # noqa: PLC0415 - only what runs
 
     return catch_up()
 

@@ -182,7 +182,7 @@ class Client:
         if key:
             req.add_header("Idempotency-Key", key)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:  # noqa: S310 - our own URLs
                 raw = response.read()
                 return response.status, _parse(raw), ""
         except urllib.error.HTTPError as error:

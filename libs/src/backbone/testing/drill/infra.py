@@ -38,7 +38,7 @@ class PrivateInfra:
 
     def __post_init__(self) -> None:
         self.kafka_home = Path(f"/var/tmp/drill-kafka-{self.tag}")  # noqa: S108 - see the module doc
-        self.pg_home = Path(f"/var/tmp/drill-pg-{self.tag}")  # noqa: S108
+        self.pg_home = Path(f"/var/tmp/drill-pg-{self.tag}")  # noqa: S108 - a throwaway drill cluster
         self._kafka_env = {
             **os.environ,
             "KAFKA_PORT": str(self.kafka_port),

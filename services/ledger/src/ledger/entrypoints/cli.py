@@ -245,7 +245,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace, Environ], int]]] = {
 }
 
 
-def main(argv: list[str] | None = None, environ: Environ = None) -> int:  # noqa: PLR0911
+def main(argv: list[str] | None = None, environ: Environ = None) -> int:  # noqa: PLR0911 - exit per outcome
     args_list = sys.argv[1:] if argv is None else argv
     if refuse_card_data(args_list):
         return 2

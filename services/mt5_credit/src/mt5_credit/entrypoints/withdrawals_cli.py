@@ -58,7 +58,7 @@ def call(method: str, path: str, body: dict[str, Any] | None, token: str, key: s
     if key:
         request.add_header("Idempotency-Key", key)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - http(s) setting
             return json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as refused:
         try:

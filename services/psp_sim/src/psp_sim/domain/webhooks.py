@@ -15,7 +15,7 @@ from backbone.invariants import invariant
 Signing = Literal["valid", "wrong_secret", "expired"]
 EXPIRED_AGE_S_DEFAULT: Final = 3600
 # Not a secret: the key the wrong_secret fault signs with, so that no receiver can verify it.
-WRONG_SECRET: Final = "whsec_simpsp_wrong_secret_for_fault_injection"  # noqa: S105
+WRONG_SECRET: Final = "whsec_simpsp_wrong_secret_for_fault_injection"  # noqa: S105 - wrong on purpose
 
 
 @dataclass(frozen=True, slots=True)

@@ -249,7 +249,7 @@ def _plain_int(text: str) -> int | None:
     return int(text)
 
 
-def _settlement_fast(provider: str, day: str, line: int, raw: list[str]) -> SettlementRow | None:  # noqa: PLR0911
+def _settlement_fast(provider: str, day: str, line: int, raw: list[str]) -> SettlementRow | None:  # noqa: PLR0911 - None if unsure
     """The common, well-formed row without the per-field checks' overhead (a million rows a day).
     It accepts only rows ``_settlement_row`` accepts and builds the same value; anything unusual
     (None) goes to ``_settlement_row``, which is the rule and names the problem."""

@@ -60,7 +60,7 @@ def call_raw(method: str, path: str, data: bytes | None, content_type: str) -> b
     request.add_header("Authorization", f"Bearer {_token()}")
     request.add_header("Content-Type", content_type)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - http(s) setting
             return bytes(response.read())
     except urllib.error.HTTPError as refused:
         try:
