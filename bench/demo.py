@@ -124,7 +124,7 @@ def withdrawals(system: System, deposits: list[Deposit], keys: list[str]) -> lis
     assert status == 201, first
     wid = first["withdrawal_id"]
     print(f"  {wid}: {money(8_000, 'USD')} from {anna.login} to {anna.card}: {first['status']},"
-          f" held {money(first['held_minor'], 'USD')}")  # fmt: skip
+          f" held {money(first['held_minor'], 'USD')}")  # fmt: skip  # continuation aligned under its bracket
     status, refused = system.request_withdrawal(anna.customer, anna.login, 50_000, anna.card)
     print(f"  {money(50_000, 'USD')} more: {status} {refused['error']['code']} (nothing held)")
     status, prepared = system.credit_api(
@@ -149,9 +149,11 @@ def withdrawals(system: System, deposits: list[Deposit], keys: list[str]) -> lis
         status, count = system.http("GET", f"{system.urls.psp_control}/control/payouts/count?reference={w}")
         _, shown = system.http("GET", f"{system.urls.payment_state}/payouts/{w}", token=MERCHANT_TOKEN)
         payout = shown.get("payout", shown)
-        print(f"  {w}: {done['status']}; MT5 deals {done['debit']['comment']}: {len(deals)};"
-              f" payout {payout['provider_payout_id']} after {payout['operation']['attempts']} PSP"
-              f" call(s) and lookup(s); PSP payouts with our reference: {count['count']}")  # fmt: skip
+        print(
+            f"  {w}: {done['status']}; MT5 deals {done['debit']['comment']}: {len(deals)};"
+            f" payout {payout['provider_payout_id']} after {payout['operation']['attempts']} PSP"
+            f" call(s) and lookup(s); PSP payouts with our reference: {count['count']}"
+        )
         if len(deals) != 1 or count["count"] != 1:
             broken.append(f"withdrawal {w}: {len(deals)} deals, {count['count']} payouts (expected 1 and 1)")
     wait_until(lambda: all(len(system.journals(w)) >= 2 for w in keys), 60, "the withdrawals' journals")

@@ -48,7 +48,7 @@ def plan(seed: Annotated[int, typer.Option()] = 1, duration: float = 60.0) -> No
         "payment_state-worker", "payment_state-consume", "payment_state-relay", "mt5_credit-api",
         "mt5_credit-consume", "mt5_credit-worker", "mt5_credit-relay", "ledger-consume", "ledger-relay",
         "ledger-api", "reconciler-consume", "reconciler-relay", "reconciler-api", faults.MT5_SIM,
-    ]  # fmt: skip
+    ]  # fmt: skip  # packed: a few items a line read better than one each
     for fault in faults.plan(seed, duration, names):
         print(json.dumps(asdict(fault)))
 

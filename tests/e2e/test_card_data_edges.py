@@ -354,7 +354,7 @@ def test_commands_with_card_data_are_dead_lettered_redacted(system: System) -> N
     base = {
         "merchant_id": MERCHANT, "amount_minor": 1000, "currency": "USD",
         "payment_method_token": "pm_card_visa", "capture_method": "manual", "deposit_reference": None,
-    }  # fmt: skip
+    }  # fmt: skip  # packed: a few items a line read better than one each
     variants = [
         ({"payment_method_token": PANS["amex"]}, {}),
         ({"amount_minor": int(PANS["visa"])}, {}),
@@ -466,7 +466,7 @@ def _topics(system: System) -> Iterator[tuple[str, str]]:
     consumer = Consumer(
         {"bootstrap.servers": system.stack.kafka_bootstrap, "group.id": f"sweep-{uuid.uuid4().hex}",
          "enable.auto.commit": False}
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     try:
         metadata = consumer.list_topics(timeout=10).topics
         ends = {}

@@ -47,7 +47,7 @@ class PrivatePostgres:
         done = subprocess.run(
             ["bash", PG_SH, *command], env={**self.env, **extra}, capture_output=True, text=True,
             timeout=240, check=False,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         assert done.returncode == 0, f"pg.sh {command}: {done.stderr[-2000:]}"
         return done.stdout.strip()
 
@@ -128,7 +128,7 @@ def _start_apis(cluster: PrivatePostgres, workdir: Path) -> tuple[list[Proc], li
     admin = cluster.run("url", "admin")
     service_dirs = REPO_ROOT / "services"
     db = {name: databases.create_database(admin, [service_dirs / name / "migrations"], prefix=f"rs_{name}")
-          for name in ("payment_state", "mt5_credit", "ledger", "webhook_gateway")}  # fmt: skip
+          for name in ("payment_state", "mt5_credit", "ledger", "webhook_gateway")}  # fmt: skip  # aligned
     tokens = workdir / "ledger-tokens"
     tokens.write_text(f"restart ledger:read sha256:{hashlib.sha256(TOKEN.encode()).hexdigest()}\n")
     ports = {name: free_port() for name in db}
@@ -145,7 +145,7 @@ def _start_apis(cluster: PrivatePostgres, workdir: Path) -> tuple[list[Proc], li
          "LEDGER_HTTP_PORT": str(ports["ledger"]), "LEDGER_HTTP_HOST": "127.0.0.1"}, _journals),
         ("webhook_gateway", ["-m", "webhook_gateway", "api"], {"SIMPSP_WEBHOOK_SECRET": SECRET,
          "HTTP_PORT": str(ports["webhook_gateway"]), "HTTP_HOST": "127.0.0.1"}, _webhook),
-    ]  # fmt: skip
+    ]  # fmt: skip  # packed: a few items a line read better than one each
     procs, apis = [], []
     for name, args, env, call in specs:
         procs.append(Proc(args, {"DATABASE_URL": db[name], **fast, **env}, workdir / f"{name}.log"))

@@ -174,7 +174,7 @@ PAYMENT_STATE_NOT_ANSWERED: Final = frozenset({
     # CreatePayout's refusals: the commands topic only (dead-lettered with the code), no HTTP route
     "invalid_withdrawal_id", "invalid_provider", "invalid_source_payment_id", "invalid_mt5_login",
     "invalid_mt5_debit_id", "invalid_destination_token", "provider_not_supported",
-})  # fmt: skip
+})  # fmt: skip  # packed: a few items a line read better than one each
 APIS: Final = (
     Api(
         "payment_state",
@@ -326,7 +326,7 @@ def test_the_reader_finds_codes_across_lines_conditionals_and_parameters(tmp_pat
     reader = CodeReader(source, carriers)
     assert reader.codes == {
         "invalid_amount_shape", "invalid_reason_length", "not_found", "http_error", "multi_line", "forbidden",
-    }  # fmt: skip
+    }  # fmt: skip  # packed: a few items a line read better than one each
     assert reader.unread == ["module.py:15"]
 
 

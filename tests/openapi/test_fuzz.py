@@ -249,14 +249,14 @@ def targets(system: System, console: dict[str, str]) -> dict[str, Target]:
             "mt5_sim_control", "mt5_sim/openapi-control.yaml", system.mt5.control.base_url, "mt5_sim",
             after_each=_mt5_faults_cleared(system.mt5.control.base_url),
         ),
-    }  # fmt: skip
+    }  # fmt: skip  # packed: a few items a line read better than one each
 
 
 # the simulators' control APIs last: they can reset what the other APIs' runs created
 ORDER: Final = (
     "payment_state", "mt5_credit", "ledger", "reconciler", "webhook_gateway", "ops_console", "psp_sim",
     "mt5_sim", "psp_sim_control", "mt5_sim_control",
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 
 
 @pytest.mark.parametrize("name", ORDER)

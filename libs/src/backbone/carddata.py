@@ -85,7 +85,7 @@ FORBIDDEN_FIELDS: Final[frozenset[str]] = frozenset(
         "pin",
         "pinblock",
     }
-)  # fmt: skip  -- compared after normalise_name: "Card-Number", "card_number" and "cardNumber" match
+)  # compared after normalise_name: "Card-Number", "card_number" and "cardNumber" match
 DEPTH_MAX: Final = 32
 
 Where = Literal["path", "query", "header", "body"]

@@ -109,7 +109,7 @@ FORMS = [
     ("dashed", {"data": {"reason": SPACED.replace(" ", "-")}}),
     ("in a name", {"data": {f"note {SPACED}": "x"}}),
     ("a card field", {"data": {"cvv": "123"}}),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("why", "kwargs"), FORMS, ids=[f[0] for f in FORMS])

@@ -44,10 +44,10 @@ def test_an_outcome_body_is_bounded_and_one_of_three() -> None:
     body = outcome_body(
         repair_id=3, case_id=9, repair_type="post_journal", command_digest="d" * 64,
         outcome="executed", detail="x" * 5000, executed_by="ledger",
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     assert len(body["detail"]) == DETAIL_MAX and body["reference"] is None
     with pytest.raises(ValueError, match="outcome"):
         outcome_body(
             repair_id=3, case_id=9, repair_type="x", command_digest="", outcome="done", detail="d",
             executed_by="ledger",
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each

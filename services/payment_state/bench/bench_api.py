@@ -72,9 +72,9 @@ class Recorder:
 
 
 async def create_one(session: aiohttp.ClientSession, base: str, n: int, due_seconds: float, rec: Recorder,
-                     created: list[str]) -> None:  # fmt: skip
+                     created: list[str]) -> None:  # fmt: skip  # continuation aligned under its bracket
     body = {"amount_minor": 1000 + n % 5000, "currency": "EUR", "payment_method_token": "pm_card_visa",
-            "deposit_reference": f"dep_{n}"}  # fmt: skip
+            "deposit_reference": f"dep_{n}"}  # fmt: skip  # continuation aligned under its bracket
     headers = {"Authorization": f"Bearer {TOKEN}", "Idempotency-Key": f"bench-{n}"}
     sent_seconds = time.perf_counter()
     try:
@@ -119,8 +119,10 @@ async def drive(
         tasks: set[asyncio.Task[None]] = set()
         start = time.perf_counter()
         total_creates, total_status = int(rate * duration_s), int(status_rate * duration_s)
-        schedule = sorted([(start + i / rate, "c", i) for i in range(total_creates)]
-                          + [(start + i / status_rate, "s", i) for i in range(total_status)])  # fmt: skip
+        schedule = sorted(
+            [(start + i / rate, "c", i) for i in range(total_creates)]
+            + [(start + i / status_rate, "s", i) for i in range(total_status)]
+        )
         for due_seconds, kind, n in schedule:
             delay = due_seconds - time.perf_counter()
             if delay > 0:
@@ -186,9 +188,9 @@ def main() -> int:
         databases.drop_database(admin_url, db_url)
     c, s = creates.summary(), statuses.summary()
     print(f"creates: {c['count']} in {elapsed:.1f}s ({c['count'] / elapsed:.0f}/s target {args.rate:.0f}/s), "
-          f"errors {c['errors']} {c['error_kinds']}")  # fmt: skip
+          f"errors {c['errors']} {c['error_kinds']}")  # fmt: skip  # continuation aligned under its bracket
     print(f"  latency from due_seconds time ms: p50 {c['p50_ms']} p90 {c['p90_ms']} p99 {c['p99_ms']}"
-          f" max {c['max_ms']} (from send: p99 {c['service_p99_ms']})")  # fmt: skip
+          f" max {c['max_ms']} (from send: p99 {c['service_p99_ms']})")  # fmt: skip  # aligned
     print(f"status reads: {s['count']} ({args.status_rate:.0f}/s), errors {s['errors']}")
     print(f"  latency ms: p50 {s['p50_ms']} p90 {s['p90_ms']} p99 {s['p99_ms']} max {s['max_ms']}")
     result = {

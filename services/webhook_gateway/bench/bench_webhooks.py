@@ -256,8 +256,10 @@ def run(admin_url: str, db_url: str, port: int, gateway_pids: list[int], logs: P
     warmup = [build_request(n, now_s) for n in range(WARMUP)]
     new = [build_request(n, now_s) for n in range(WARMUP, WARMUP + REQUESTS)]
     duplicates = new[:DUPLICATES]
-    print(f"{GATEWAYS} gateway process(es), {CONNECTIONS} connections, {WRITERS} writers each, log level"
-          f" {LOG_LEVEL}, durability {durability}, cores {os.cpu_count()}, logs {logs}")  # fmt: skip
+    print(
+        f"{GATEWAYS} gateway process(es), {CONNECTIONS} connections, {WRITERS} writers each, log level"
+        f" {LOG_LEVEL}, durability {durability}, cores {os.cpu_count()}, logs {logs}"
+    )
     asyncio.run(run_phase(port, warmup))
     pids = backend_pids(db_url)
     cpu_before = (cpu_seconds(gateway_pids), cpu_seconds(pids), own_cpu_seconds(), machine_busy_seconds())

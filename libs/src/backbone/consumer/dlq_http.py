@@ -194,7 +194,7 @@ class _DeadLetters:
 
         outcome = await asyncio.to_thread(act)
         log.info("deadletters.replay", consumer=source.consumer, id=letter_id, by=caller.principal,
-                 outcome=type(outcome).__name__)  # fmt: skip
+                 outcome=type(outcome).__name__)  # fmt: skip  # continuation aligned under its bracket
         match outcome:
             case Replayed(applied=applied):
                 return 200, {"id": letter_id, "outcome": "replayed", "applied": applied}
@@ -219,7 +219,7 @@ class _DeadLetters:
 
         outcome = await asyncio.to_thread(act)
         log.info("deadletters.discard", consumer=source.consumer, id=letter_id, by=caller.principal,
-                 outcome=type(outcome).__name__)  # fmt: skip
+                 outcome=type(outcome).__name__)  # fmt: skip  # continuation aligned under its bracket
         match outcome:
             case Discarded():
                 return 200, {"id": letter_id, "outcome": "discarded"}

@@ -54,7 +54,7 @@ class Probe:
     def start(self, command: str, **overrides: str) -> Proc:
         n = next(self._counter)
         proc = Proc(["-m", "backbone.testing.probe", command], self.env(**overrides),
-                    self.logs_dir / f"{command}-{n}.log")  # fmt: skip
+                    self.logs_dir / f"{command}-{n}.log")  # fmt: skip  # aligned under its bracket
         self.procs.append(proc)
         return proc
 
@@ -77,7 +77,7 @@ class Probe:
 
     def committed_offsets(self, group: str | None = None) -> dict[int, int]:
         consumer = Consumer({"bootstrap.servers": self.stack.kafka_bootstrap,
-                             "group.id": group or f"probe-{self.topic}"})  # fmt: skip
+                             "group.id": group or f"probe-{self.topic}"})  # fmt: skip  # aligned
         try:
             parts = consumer.committed([TopicPartition(self.topic, p) for p in range(PARTITIONS)], timeout=10)
             return {tp.partition: tp.offset for tp in parts}

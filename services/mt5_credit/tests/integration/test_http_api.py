@@ -285,7 +285,7 @@ def test_deposits_on_a_login_refuse_bad_queries_and_callers(api: tuple[Client, s
     is written either way."""
     client, url = api
     for query in ("", "?mt5_login=", "?mt5_login=abc", "?mt5_login=-1", "?mt5_login=0",
-                  "?mt5_login=5001&limit=101", "?mt5_login=5001&merchant=merchant-b"):  # fmt: skip
+                  "?mt5_login=5001&limit=101", "?mt5_login=5001&merchant=merchant-b"):  # fmt: skip  # aligned
         status, answer = client.call("GET", f"/v1/deposits{query}", token=STAFF)
         assert (status, answer["error"]["code"]) == (400, "invalid_request"), query
     assert client.call("GET", "/v1/deposits?mt5_login=5001")[0] == 401  # a merchant's token

@@ -61,7 +61,7 @@ def _intent(h: Harness, login: int = 5001) -> str:
 
 
 def _row(h: Harness, ref: str, *, kind: CreditKind = CreditKind.CREDIT, original: int | None = None,
-         amount: int = 10_000, key: str | None = None) -> int:  # fmt: skip
+         amount: int = 10_000, key: str | None = None) -> int:  # fmt: skip  # aligned under its bracket
     plan = new_row(key or f"{kind.value}:{next(_seq)}", ref, amount, kind=kind, original_credit_id=original)
     credit_id = put_row(h.store, plan)
     assert credit_id is not None

@@ -72,7 +72,7 @@ def world(stack: Stack, sim: SimulatorProcess) -> Iterator[tuple[str, int]]:
             NewRow(CreditKind.CREDIT, "payment:simpsp:pi_1", "dpi_1", login, "cust-1", 10_000, "USD", 10_000,
                    "USD", None, payment_method_token=CARD),
             payment_id="pay_1", provider="simpsp", provider_payment_id="pi_1", source_reference=None,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         conn.execute(
             "UPDATE mt5_credits SET status = 'done', mt5_deal_ticket = 1 WHERE id = %s", (credit_id,)
         )

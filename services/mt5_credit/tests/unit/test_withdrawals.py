@@ -43,7 +43,7 @@ def _withdrawal(
     return Withdrawal(
         WID, "m1", "cust-1", 5001, 10_000, "USD", "pm_card_visa", "pay_1", "dpi_1", "simpsp", status,
         True, command_digest(WID, REQ, "pay_1"), prepared_by, None, None, None,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
 
 
 def test_request_refusals_name_what_is_wrong() -> None:
@@ -133,7 +133,7 @@ def _world(balance_minor: int = 50_000) -> tuple[InMemoryCreditStore, MemoryMt5,
             debit_reason=DebitReason.WITHDRAWAL, withdrawal_id=WID,
         ),
         payment_id=WID, provider="simpsp", provider_payment_id=None, source_reference=WID,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     assert debit is not None
     config = ExecutorConfig(batch_size_max=10, lease_ms=10_000, call_timeout_ms=2_000, lease_margin_ms=1_000)
     return store, mt5, Executor(store, mt5, config), debit

@@ -27,7 +27,7 @@ OPERATORS = {
 }
 AT = "2026-12-02T10:00:00+00:00"
 ROW = {"status": "open", "business_date": "2026-12-02", "severity": "high", "summary": "s",
-       "opened_at": AT, "updated_at": AT, "reopened": 0}  # fmt: skip
+       "opened_at": AT, "updated_at": AT, "reopened": 0}  # fmt: skip  # aligned under its bracket
 CASES = [
     {**ROW, "id": 11, "case_class": "stale_operation", "merchant_id": "m1"},
     {**ROW, "id": 12, "case_class": "stale_operation", "merchant_id": "m2"},
@@ -35,7 +35,7 @@ CASES = [
 ]
 PAYMENT = {"payment_id": "pay_1", "status": "CAPTURED", "amount_minor": 100, "currency": "USD",
            "deposit_reference": None, "provider": "simpsp", "provider_payment_id": "pi_1",
-           "operations": [], "allowed_actions": [], "refundable_minor": 0}  # fmt: skip
+           "operations": [], "allowed_actions": [], "refundable_minor": 0}  # fmt: skip  # aligned
 
 
 class FakeStore:

@@ -115,7 +115,7 @@ PAYMENT: dict[str, Any] = {
     "payment_id": "pay_1", "status": "CAPTURED", "amount_minor": 25000, "currency": "USD",
     "deposit_reference": "dep_1", "provider": "simpsp", "provider_payment_id": "pi_1", "operations": [],
     "allowed_actions": ["refund"], "refundable_minor": 25000,
-}  # fmt: skip
+}  # fmt: skip  # packed: a few items a line read better than one each
 
 
 class FakePayments:
@@ -150,8 +150,16 @@ class FakePayments:
     async def deposit_intent(self, merchant_id: str, deposit_reference: str) -> dict[str, Any] | None:
         if merchant_id != "broker-eu" or deposit_reference not in ("dep_1", "dep_uncaptured"):
             return None
-        credit = {"kind": "credit", "status": "done", "payment_id": "pay_1", "credit_id": 1,
-                  "amount_minor": 25000, "currency": "USD", "deal_ticket": 9, "last_reason": ""}  # fmt: skip
+        credit = {
+            "kind": "credit",
+            "status": "done",
+            "payment_id": "pay_1",
+            "credit_id": 1,
+            "amount_minor": 25000,
+            "currency": "USD",
+            "deal_ticket": 9,
+            "last_reason": "",
+        }
         return {
             "deposit_reference": deposit_reference,
             "customer_id": "cust-1",
@@ -168,9 +176,13 @@ def _login_deposits(operator: Operator, query: dict[str, str]) -> dict[str, Any]
         return {"mt5_login": int(query.get("mt5_login", "0")), "deposits": []}
     waiting = {"deposit_reference": "dep_uncaptured", "merchant_id": "broker-eu", "customer_id": "cust-1",
                "mt5_login": 7401, "amount_minor": 1000, "currency": "USD",
-               "created_at": "2026-12-02T10:00:00+00:00", "credits": []}  # fmt: skip
-    credited = {**waiting, "deposit_reference": "dep_1", "amount_minor": 25000,
-                "credits": [{"kind": "credit", "status": "done", "payment_id": "pay_1"}]}  # fmt: skip
+               "created_at": "2026-12-02T10:00:00+00:00", "credits": []}  # fmt: skip  # aligned
+    credited = {
+        **waiting,
+        "deposit_reference": "dep_1",
+        "amount_minor": 25000,
+        "credits": [{"kind": "credit", "status": "done", "payment_id": "pay_1"}],
+    }
     return {"mt5_login": 7401, "deposits": [waiting, credited]}
 
 
@@ -271,7 +283,7 @@ def test_replay_needs_the_permission_a_reason_and_the_csrf_token() -> None:
         done = await client.post(
             f"{PAGE}/replay", data={"csrf": "csrf-alice", "reason": "fixed in 1.2"}, headers=_as("alice"),
             allow_redirects=False,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         assert done.status == 303 and done.headers["Location"] == f"{PAGE}?done=dl_replayed"
         assert ledger.posts == [("alice", "/v1/dead-letters/ledger/7/replay", {"reason": "fixed in 1.2"})]
         assert store.audits[-1] == (
@@ -365,10 +377,10 @@ def test_a_deposit_is_found_by_its_psp_reference_and_a_login_by_its_deposits() -
 RECEIPT = {"receipt_id": 3, "provider": "simpsp", "provider_event_id": "evt_<i>1</i>",
            "provider_event_type": "payment_intent.succeeded", "provider_payment_id": "pi_1",
            "signature_result": "verified", "signature_secret": "previous", "card_data_redacted": True,
-           "received_at": "2026-12-02T10:00:01+00:00", "request_id": "req_1"}  # fmt: skip
+           "received_at": "2026-12-02T10:00:01+00:00", "request_id": "req_1"}  # fmt: skip  # aligned
 CASE = {"id": 41, "case_class": "not_credited", "status": "open", "business_date": "2026-12-02",
         "summary": "captured <script>x</script> not credited", "severity": "high",
-        "merchant_id": "broker-eu"}  # fmt: skip
+        "merchant_id": "broker-eu"}  # fmt: skip  # continuation aligned under its bracket
 
 
 def test_a_deposits_story_shows_its_webhooks_and_cases_side_by_side() -> None:
@@ -490,7 +502,7 @@ def test_a_refund_needs_the_permission_and_good_values_and_a_double_submit_is_on
             assert store.audits[-1][1:3] == ("refund", "payment:pay_1") and store.audits[-1][4] == "refused"
         assert payments.refunds == {}
         other = await client.post("/payments/pay_1/refund", data={**good, "merchant": "another-merchant"},
-                                  headers=_as("rita"))  # fmt: skip
+                                  headers=_as("rita"))  # fmt: skip  # continuation aligned under its bracket
         assert other.status == 404 and ("another-merchant", "pay_1") not in payments.asked
 
         done = await client.post(
@@ -561,18 +573,18 @@ def test_withdrawals_are_shown_of_the_operators_merchants_only() -> None:
     page is 404 with no forms."""
     mine, theirs = "wd_" + "a" * 32, "wd_" + "b" * 32
     row = {"customer_id": "c", "mt5_login": 7401, "amount_minor": 500, "currency": "USD", "status": "held",
-           "prepared_by": None, "approved_by": None}  # fmt: skip
+           "prepared_by": None, "approved_by": None}  # fmt: skip  # continuation aligned under its bracket
     one = {**row, "destination_token": "pm_card_visa", "held_minor": 500, "source_payment_id": "pay_1",
            "approval_required": True, "command_digest": None, "last_reason": None, "payout_failure": None,
            "created_at": "2026-12-02T10:00:00+00:00", "updated_at": "2026-12-02T10:00:00+00:00",
-           "debit": None, "give_back": None}  # fmt: skip
+           "debit": None, "give_back": None}  # fmt: skip  # continuation aligned under its bracket
     listed = [{**row, "withdrawal_id": mine, "merchant_id": "broker-eu"},
-              {**row, "withdrawal_id": theirs, "merchant_id": "another-merchant"}]  # fmt: skip
+              {**row, "withdrawal_id": theirs, "merchant_id": "another-merchant"}]  # fmt: skip  # aligned
     credit = FakeApi("mt5-credit", [], reads={
         "/v1/withdrawals": {"withdrawals": listed},
         f"/v1/withdrawals/{mine}": {**one, "withdrawal_id": mine, "merchant_id": "broker-eu"},
         f"/v1/withdrawals/{theirs}": {**one, "withdrawal_id": theirs, "merchant_id": "another-merchant"},
-    })  # fmt: skip
+    })  # fmt: skip  # packed: a few items a line read better than one each
 
     async def scenario(client: TestClient, store: FakeStore, ledger: FakeApi) -> None:
         listed = await (await client.get("/withdrawals", headers=_as("carol"))).text()

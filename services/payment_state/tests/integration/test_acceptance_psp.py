@@ -124,7 +124,7 @@ def wait_status(world: World, payment_id: str, status: PaymentStatus, timeout_s:
 
 def settled(world: World, payment_id: str) -> bool:
     return all(op.status in (OperationStatus.SUCCEEDED, OperationStatus.FAILED)
-               for op in world.service.state(payment_id).operations)  # fmt: skip
+               for op in world.service.state(payment_id).operations)  # fmt: skip  # aligned under its bracket
 
 
 def events(world: World, payment_id: str) -> list[str]:
@@ -166,7 +166,7 @@ def test_deposit_authorized_captured_and_charged_back(world: World) -> None:
     assert world.api.post(f"/payments/{payment_id}/capture", {}, key=f"cap-{payment_id}").status == 202
     wait_status(world, payment_id, PaymentStatus.CAPTURED)
     world.sim.control("POST", f"/control/payment_intents/{provider_id(world, payment_id)}/dispute",
-                      {"amount_minor": 4_000, "reason": "fraudulent"})  # fmt: skip
+                      {"amount_minor": 4_000, "reason": "fraudulent"})  # fmt: skip  # aligned
     wait_until(lambda: "ChargebackReceived" in events(world, payment_id), 20, "the chargeback")
     written = dict(world.service.outbox(payment_id))
     deposit = world.service.state(payment_id).payment.deposit_reference
@@ -244,7 +244,7 @@ def test_duplicate_reordered_and_delayed_webhooks(world: World) -> None:
     payment_id = create(world, method="pm_card_3ds_required", capture="automatic")
     wait_status(world, payment_id, PaymentStatus.REQUIRES_ACTION)
     assert isinstance(world.psp.complete_action(f"customer-{payment_id}", provider_id(world, payment_id),
-                                                succeeded=True), Applied)  # fmt: skip
+                                                succeeded=True), Applied)  # fmt: skip  # aligned
     wait_status(world, payment_id, PaymentStatus.CAPTURED)
     wait_until(lambda: len(facts(world, payment_id)) == 3, 20, "the stale webhook kept")
     assert facts(world, payment_id) == [("response", "applied"), ("webhook", "applied"), ("webhook", "stale")]
@@ -283,7 +283,7 @@ def test_authorization_racing_cancel(world: World) -> None:
     assert written[0] == "PaymentRequiresAction" and written[-1] == "PaymentCanceled"
     assert "PaymentCaptured" not in written and set(written) <= {
         "PaymentRequiresAction", "PaymentAuthorized", "PaymentCanceled",
-    }  # fmt: skip
+    }  # fmt: skip  # packed: a few items a line read better than one each
 
 
 def test_competing_refunds_then_full_refund_after_partials(world: World) -> None:
@@ -314,7 +314,7 @@ def test_competing_refunds_then_full_refund_after_partials(world: World) -> None
         and pending.operations[-1].status == OperationStatus.PENDING
     )
     world.sim.control("POST", f"/control/refunds/{pending.operations[-1].provider_reference}/complete",
-                      {"outcome": "succeeded"})  # fmt: skip
+                      {"outcome": "succeeded"})  # fmt: skip  # continuation aligned under its bracket
     wait_until(
         lambda: world.service.state(payment_id).payment.pending_refund_minor == 0, 20, "refund completed"
     )

@@ -67,10 +67,10 @@ def test_an_operator_lists_shows_replays_and_discards_payment_states_dead_letter
         f"evt_{pi}_x", "payment_intent.succeeded", intent_object(pi, "succeeded", 5_000, "pay_x")
     )
     stranger = provider_event(f"evt_{pi}_x", "payment_intent.succeeded", raw, provider_payment_id=pi,
-                              provider="otherpsp")  # fmt: skip
+                              provider="otherpsp")  # fmt: skip  # continuation aligned under its bracket
     garbage = provider_event(f"evt_{pi}_g", "payment_intent.succeeded", b"{not json", provider_payment_id=pi)
     gateway.send([gateway.message(service.provider_topic, "ProviderEventReceived", "pay_x", body)
-                  for body in (stranger, garbage)])  # fmt: skip
+                  for body in (stranger, garbage)])  # fmt: skip  # continuation aligned under its bracket
     wait_until(lambda: service.scalar("SELECT count(*) FROM dead_letters") == 2, 60, "two dead letters")
     operators = tmp_path / "operators"
     operators.write_text(
@@ -81,7 +81,7 @@ def test_an_operator_lists_shows_replays_and_discards_payment_states_dead_letter
     api = service.start(
         "api", name="api-operators", PAYMENT_STATE_HTTP_PORT=str(port), PAYMENT_STATE_HTTP_HOST="127.0.0.1",
         PAYMENT_STATE_OPERATORS_FILE=str(operators),
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     wait_until(
         lambda: _up(port),
         30,
@@ -117,5 +117,5 @@ def test_an_operator_lists_shows_replays_and_discards_payment_states_dead_letter
     plain_port = free_port()
     plain = service.start("api", PAYMENT_STATE_HTTP_PORT=str(plain_port), PAYMENT_STATE_HTTP_HOST="127.0.0.1")
     wait_until(lambda: _up(plain_port), 30, "the API without operators",
-               alive=lambda: plain.popen.poll() is None)  # fmt: skip
+               alive=lambda: plain.popen.poll() is None)  # fmt: skip  # aligned under its bracket
     assert _call(plain_port, "GET", "/v1/dead-letters", _as("alice"))[0] == 404

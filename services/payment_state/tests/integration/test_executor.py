@@ -25,7 +25,7 @@ from payment_state.testing import MERCHANT_A, MIGRATIONS, Service, fact_keys
 FAST = RecoveryPolicy(
     backoff_initial_ms=1, backoff_max_ms=5, attempts_before_case=3, idempotency_window_ms=3_600_000,
     recheck_interval_ms=1,
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 
 
 @pytest.fixture

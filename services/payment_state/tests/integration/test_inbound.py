@@ -90,19 +90,19 @@ def test_duplicate_reordered_and_delayed_webhooks(
         gateway, service, payment_id, f"evt_{pi}_1", "payment_intent.requires_action", ra_obj
     )
     succeeded = webhook(gateway, service, payment_id, f"evt_{pi}_2", "payment_intent.succeeded",
-                        intent_object(pi, "succeeded", 5_000, payment_id))  # fmt: skip
+                        intent_object(pi, "succeeded", 5_000, payment_id))  # fmt: skip  # aligned
     gateway.send([succeeded, succeeded, requires_action])
     wait_until(lambda: len(facts(service, payment_id)) == 2, 30, "two webhooks applied")
     # Later: the same delivery once more (the dedup row absorbs it), then a marker on the same
     # partition (same key) to know the redelivery has been consumed before asserting.
     marker = webhook(gateway, service, payment_id, f"evt_{pi}_3", "payment_intent.processing",
-                     intent_object(pi, "processing", 5_000, payment_id))  # fmt: skip
+                     intent_object(pi, "processing", 5_000, payment_id))  # fmt: skip  # aligned
     gateway.send([requires_action, marker])
     wait_until(lambda: len(facts(service, payment_id)) == 3, 30, "the marker applied")
     assert service.state(payment_id).payment.status == PaymentStatus.CAPTURED
     assert facts(service, payment_id) == [
         (f"evt_{pi}_2", "applied"), (f"evt_{pi}_1", "stale"), (f"evt_{pi}_3", "pending"),
-    ]  # fmt: skip
+    ]  # fmt: skip  # packed: a few items a line read better than one each
     published = [m for m in service.published(expect_at_least=2) if m.key == payment_id.encode()]
     decoded = [service.codec.decode(m.value or b"") for m in published]
     assert [d.event_type for d in decoded] == ["PaymentAuthorized", "PaymentCaptured"]
@@ -196,7 +196,7 @@ def test_duplicate_outbox_publication(service: Service, running: dict[str, Proc]
     payment_id = create(service)
     pi = f"pi_{next(_seq)}"
     gateway.send([webhook(gateway, service, payment_id, f"evt_{pi}", "payment_intent.succeeded",
-                          intent_object(pi, "succeeded", 5_000, payment_id))])  # fmt: skip
+                          intent_object(pi, "succeeded", 5_000, payment_id))])  # fmt: skip  # aligned
     wait_until(lambda: len(service.outbox(payment_id)) == 2, 30, "events in the outbox")
     crashing = service.start("relay", name="relay-crash", BACKBONE_FAILPOINTS="relay.after_delivery=kill")
     assert crashing.wait_exit(30) != 0
@@ -229,7 +229,7 @@ def test_chargeback_webhook(service: Service, running: dict[str, Proc], gateway:
                 intent_object(pi, "succeeded", 5_000, payment_id)),
         webhook(gateway, service, payment_id, f"evt_{pi}_d", "charge.dispute.created", dispute),
         webhook(gateway, service, payment_id, f"evt_{pi}_d", "charge.dispute.created", dispute),
-    ])  # fmt: skip
+    ])  # fmt: skip  # packed: a few items a line read better than one each
     wait_until(lambda: len(service.outbox(payment_id)) == 3, 30, "three events")
     events = service.outbox(payment_id)
     assert [t for t, _ in events] == ["PaymentAuthorized", "PaymentCaptured", "ChargebackReceived"]

@@ -280,7 +280,7 @@ def test_webhook_before_the_answer(world: World) -> None:
         lambda: world.service.scalar(
             "SELECT count(*) FROM provider_facts WHERE payment_id = %s AND source = 'webhook'", wd
         ) >= 2, 20, "the created and paid webhooks applied",
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     assert world.sim.payout_count(wd) == 1
     assert events(world, wd) == ["PayoutPaid"]
 

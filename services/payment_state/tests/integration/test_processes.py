@@ -15,7 +15,7 @@ from payment_state.testing import Service
 @pytest.mark.parametrize(("command", "needed"), [
     ("api", ["DATABASE_URL", "PAYMENT_STATE_API_TOKENS"]),
     ("worker", ["DATABASE_URL", "PSP_BASE_URL", "PSP_API_KEY"]),
-])  # fmt: skip
+])  # fmt: skip  # packed: a few items a line read better than one each
 def test_missing_settings_refuse_to_start(command: str, needed: list[str]) -> None:
     """Without its required variables a process exits with status 2 and names each of them."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PAYMENT_STATE", "PSP_"))}

@@ -80,7 +80,7 @@ def test_authorize_is_idempotent_and_found_by_reference(psp: Psp) -> None:
     first = intent_of(psp.execute(call))
     assert (first.status, first.amount_capturable_minor, first.our_reference) == (
         IntentStatus.AUTHORIZED, 1_234, payment,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     again = intent_of(psp.execute(call))
     assert again.provider_payment_id == first.provider_payment_id
     assert intent_of(psp.find_payment(payment, None)).provider_payment_id == first.provider_payment_id
@@ -159,7 +159,7 @@ def test_payout_paid_replayed_and_found(psp: Psp) -> None:
     assert isinstance(result, Applied) and isinstance(result.fact, PayoutFact)
     fact = result.fact
     assert (fact.status, fact.amount_minor, fact.currency, fact.reference) == (
-        PspPayoutStatus.PAID, 2_500, "EUR", call.withdrawal_id)  # fmt: skip
+        PspPayoutStatus.PAID, 2_500, "EUR", call.withdrawal_id)  # fmt: skip  # aligned under its bracket
     assert psp.create_payout(call) == result
     assert psp.find_payout(call.withdrawal_id, fact.provider_payout_id) == Found(fact)
     assert psp.find_payout(call.withdrawal_id, None) == Found(fact)

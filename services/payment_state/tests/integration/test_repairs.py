@@ -88,7 +88,7 @@ def world(service: Service, stack: Stack) -> Iterator[World]:
     catalogue = bootstrap.topic_catalogue(
         service.events_topic, service.commands_topic, service.provider_topic,
         repairs_topic=repairs, repair_outcomes_topic=outcomes,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     kafka.create_topics(stack.kafka_bootstrap, only_topics(catalogue, {repairs, outcomes}))
     gateway_out = Publisher(stack.kafka_bootstrap, catalogue, service.codec, "webhook_gateway")
     gateway = GatewayStandIn(gateway_out, service.provider_topic, [PSP_WEBHOOK_SECRET]).start()
@@ -191,7 +191,7 @@ def test_a_captured_deposit_whose_webhook_was_dropped_is_repaired_once(world: Wo
     assert captured["deposit_reference"] == f"dep_{pid}" and captured["amount_minor"] == 10_000
     assert (outcome["outcome"], outcome["executed_by"], outcome["command_digest"]) == (
         "executed", "payment_state", body["command_digest"],
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     assert outcome["reference"] == f"capture:{state.operations[0].operation_id}"
     assert "applied as a lookup: PaymentAuthorized,PaymentCaptured" in outcome["detail"]
     sources = world.service.query("SELECT source, outcome FROM provider_facts WHERE payment_id = %s", pid)
@@ -239,7 +239,7 @@ def test_a_row_about_no_payment_of_ours_is_refused(world: World) -> None:
         "payment_intent_id": "pi_x", "source_id": "ch_x", "reference": pid, "source_reference": None,
         "currency": "EUR", "gross_minor": 1_000, "fee_minor": 59, "net_minor": 941,
         "payout_batch_id": "po_x", "created_at_ms": 0,
-    }  # fmt: skip
+    }  # fmt: skip  # packed: a few items a line read better than one each
     send(world, pid, repair_body(row))
     outcome = decided(world, pid)
     assert outcome["outcome"] == "refused" and f"no payment {pid} here" in outcome["detail"]

@@ -179,7 +179,7 @@ def test_a_save_is_conditional_on_the_version_it_read(h: StoreHarness) -> None:
     (saved,) = authorized.operations
     assert (saved.status, saved.provider_reference, saved.attempts) == (
         OperationStatus.SUCCEEDED, authorized.payment.provider_payment_id, 1,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     capture = Operation("op_cap", created.payment.payment_id, OperationType.CAPTURE, 10_000, "EUR", "simpsp")
     later = PaymentState(
         replace(authorized.payment, active_operation_id="op_cap", version=3),
@@ -366,7 +366,7 @@ def test_the_bookkeeping_counts_calls_and_lookups_and_marks_unknown(h: StoreHarn
     op = h.op(state)
     assert (op.status, op.unknown_reason, op.attempts, op.call_in_flight) == (
         OperationStatus.UNKNOWN, ("timeout " * 40)[:200], 2, False,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     assert (stats.pending, stats.unknown) == (0, 1) and stats.oldest_unknown_s >= 0
     assert h.claim("w2") == [op_id]
     resolved = h.authorized(h.create())
@@ -539,7 +539,7 @@ def test_events_and_changes_commit_with_their_transaction_or_not_at_all(h: Store
         store.record_fact(
             provider="simpsp", provider_event_id="evt_rb", source="webhook", fact_type="intent",
             payment_id=pid, operation_id=None, outcome="applied",
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         store.publish(pid, [OutEvent("PaymentRequiresAction", requires_action_body(pid))])
         raise RuntimeError("the handler failed")
     assert h.published() == [(pid, "PaymentRequiresAction")]
@@ -624,7 +624,7 @@ def test_payout_claims_follow_the_operation_rules(h: StoreHarness) -> None:
         loaded = store.load_payout(state.payout.withdrawal_id)
     assert loaded is not None
     assert (loaded.operation.status, loaded.operation.attempts, loaded.operation.unknown_reason) == (
-        OperationStatus.UNKNOWN, 2, "timeout")  # fmt: skip
+        OperationStatus.UNKNOWN, 2, "timeout")  # fmt: skip  # continuation aligned under its bracket
 
 
 def test_open_payout_operations_count_pending_and_unknown(h: StoreHarness) -> None:

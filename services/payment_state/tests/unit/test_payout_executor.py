@@ -25,7 +25,7 @@ WD = "wd_" + "b" * 32
 FAST = RecoveryPolicy(
     backoff_initial_ms=10, backoff_max_ms=50, attempts_before_case=3, idempotency_window_ms=3_600_000,
     recheck_interval_ms=10,
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 
 
 def _request(token: str = "pm_card_visa", amount_minor: int = 5_000) -> CreatePayoutRequest:  # noqa: S107 - test card

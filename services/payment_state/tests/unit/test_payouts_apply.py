@@ -34,7 +34,7 @@ def _new() -> PayoutState:
 def _fact(status: PspPayoutStatus, **kw: object) -> PayoutFact:
     failure = "card_declined" if status == PspPayoutStatus.FAILED else None
     fields: dict[str, object] = {"amount_minor": 5_000, "currency": "EUR", "reference": WD,
-                                 "failure_code": failure, **kw}  # fmt: skip
+                                 "failure_code": failure, **kw}  # fmt: skip  # aligned under its bracket
     return PayoutFact("po_1", status, **fields)  # type: ignore[arg-type]
 
 
@@ -93,7 +93,7 @@ def test_definite_refusal_fails_with_proof_and_once() -> None:
     assert [e.event_type for e in result.events] == ["PayoutFailed"]
     body = result.events[0].body
     assert (body["provider_payout_id"], body["failure_code"], body["failure_message"]) == (
-        None, "invalid_destination", "no such token")  # fmt: skip
+        None, "invalid_destination", "no such token")  # fmt: skip  # continuation aligned under its bracket
     assert result.state.operation.status == OperationStatus.FAILED
     assert isinstance(apply_payout_fact(result.state, PayoutRefused("op_1", "x")), PayoutUnchanged)
 
@@ -101,7 +101,7 @@ def test_definite_refusal_fails_with_proof_and_once() -> None:
 def test_failed_after_pending_fails_once() -> None:
     """pending then failed: PayoutFailed once with the PSP's code; a failed fact again is a duplicate."""
     state, events = _apply_all(_new(), [_fact(PspPayoutStatus.PENDING), _fact(PspPayoutStatus.FAILED),
-                                        _fact(PspPayoutStatus.FAILED)])  # fmt: skip
+                                        _fact(PspPayoutStatus.FAILED)])  # fmt: skip  # aligned
     assert state.payout.status == PayoutStatus.FAILED and events == ["PayoutFailed"]
     assert state.payout.failure_code == "card_declined"
 
@@ -111,7 +111,7 @@ def test_returned_after_paid_announces_the_return_once() -> None:
     after the return is stale and changes nothing."""
     state, events = _apply_all(_new(), [
         _fact(PspPayoutStatus.PAID), _fact(PspPayoutStatus.RETURNED, failure_code="account_closed"),
-        _fact(PspPayoutStatus.RETURNED), _fact(PspPayoutStatus.PAID)])  # fmt: skip
+        _fact(PspPayoutStatus.RETURNED), _fact(PspPayoutStatus.PAID)])  # fmt: skip  # aligned
     assert state.payout.status == PayoutStatus.RETURNED
     assert events == ["PayoutPaid", "PayoutReturned"]
     assert apply_payout_fact(state, _fact(PspPayoutStatus.PAID)) == PayoutUnchanged(
@@ -176,7 +176,7 @@ def _body(**over: object) -> dict[str, object]:
         "withdrawal_id": WD, "provider": "simpsp", "amount_minor": 5_000, "currency": "EUR",
         "destination_token": "pm_card_visa", "source_payment_id": "pay_1", "mt5_login": 1001,
         "mt5_debit_id": 7,
-    }  # fmt: skip
+    }  # fmt: skip  # packed: a few items a line read better than one each
     return {**body, **over}
 
 

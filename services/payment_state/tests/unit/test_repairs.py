@@ -161,7 +161,7 @@ def test_what_the_psp_answers_must_be_what_the_row_says() -> None:
     our reference): anything else is named, both sides, and nothing is applied."""
     row = _row_of(settlement_row("pay_1", "pi_1", 10_000))
     captured = IntentFact("pi_1", IntentStatus.CAPTURED, 10_000, "EUR", amount_received_minor=10_000,
-                          our_reference="pay_1")  # fmt: skip
+                          our_reference="pay_1")  # fmt: skip  # continuation aligned under its bracket
     assert mismatch(row, captured) is None
     cases = {
         "captured 9000 EUR": replace(captured, amount_received_minor=9_000),
@@ -174,7 +174,7 @@ def test_what_the_psp_answers_must_be_what_the_row_says() -> None:
         problem = mismatch(row, fact)
         assert problem is not None and expected in problem, (expected, problem)
     refund_row = _row_of(settlement_row("pay_1", "pi_1", -500, row_type="refund", source_id="re_1",
-                                        source_reference="op_r"))  # fmt: skip
+                                        source_reference="op_r"))  # fmt: skip  # aligned under its bracket
     refund = RefundFact("re_1", "pi_1", RefundStatus.SUCCEEDED, 500, "EUR", our_reference="op_r")
     assert mismatch(refund_row, refund) is None
     pending = mismatch(refund_row, replace(refund, status=RefundStatus.PENDING))
@@ -257,7 +257,7 @@ def _captured_unannounced(
 def _refund(store: InMemoryPaymentStore, payment_id: str, amount_minor: int) -> str:
     with store.transaction() as s:
         reply = handle(s, _ctx(store), "m1", f"refund-{next(_keys)}",
-                       RefundRequest(payment_id, amount_minor, "EUR", None))  # fmt: skip
+                       RefundRequest(payment_id, amount_minor, "EUR", None))  # fmt: skip  # aligned
     assert reply.status == 202, reply
     return str(reply.body["operation"]["operation_id"])
 
@@ -302,7 +302,7 @@ def test_a_lost_capture_is_applied_from_the_psp_answer_with_one_outcome() -> Non
     (outcome,) = _outcomes(store)
     assert (outcome["outcome"], outcome["executed_by"], outcome["command_digest"], outcome["repair_id"]) == (
         "executed", "payment_state", body["command_digest"], body["repair_id"],
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     assert outcome["reference"] == f"capture:{state.operations[0].operation_id}"
     assert "applied as a lookup: PaymentAuthorized,PaymentCaptured" in outcome["detail"]
     assert [f.source for f in store.facts] == ["lookup"]
@@ -445,8 +445,14 @@ def test_a_lost_refund_is_applied_from_the_psp_answer() -> None:
     assert op is not None and op.operation_type == OperationType.REFUND
     psp.execute(build_call(state, op))  # the answer is lost
     refund = next(iter(psp.refunds.values()))
-    row = settlement_row(pid, intent.provider_payment_id, -3_000, row_type="refund",
-                         source_id=refund.provider_refund_id, source_reference=refund_op)  # fmt: skip
+    row = settlement_row(
+        pid,
+        intent.provider_payment_id,
+        -3_000,
+        row_type="refund",
+        source_id=refund.provider_refund_id,
+        source_reference=refund_op,
+    )
     _send(store, pid, repair_body(row))
     executor.run_once()
     (outcome,) = _outcomes(store)

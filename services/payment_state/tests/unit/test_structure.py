@@ -100,7 +100,7 @@ def test_the_consumer_takes_its_name_and_topics_from_its_typed_settings() -> Non
     named = {
         **env, "PAYMENT_STATE_COMMANDS_TOPIC": "c1", "PAYMENT_STATE_PROVIDER_EVENTS_TOPIC": "p1",
         "PAYMENT_STATE_REPAIRS_TOPIC": "r1", "PAYMENT_STATE_PAYOUT_COMMANDS_TOPIC": "w1",
-    }  # fmt: skip
+    }  # fmt: skip  # packed: a few items a line read better than one each
     assert load_settings(InboundSettings, named).topics == ("c1", "w1", "p1", "r1")
     given = load_settings(InboundSettings, {**named, "CONSUMER_TOPICS": "a,b", "CONSUMER_NAME": "n"})
     assert (given.consumer_name, given.topics) == ("n", ("a", "b"))

@@ -84,8 +84,10 @@ def problems(s: SimSettings) -> list[str]:
     ]
     if s.webhook_backoff_initial_ms > s.webhook_backoff_max_ms:
         found.append("PSP_SIM_WEBHOOK_BACKOFF_INITIAL_MS must not exceed PSP_SIM_WEBHOOK_BACKOFF_MAX_MS")
-    for env, secret in (("PSP_SIM_WEBHOOK_SECRET", s.webhook_secret),
-                        ("PSP_SIM_WEBHOOK_SECRET_PREVIOUS", s.webhook_secret_previous)):  # fmt: skip
+    for env, secret in (
+        ("PSP_SIM_WEBHOOK_SECRET", s.webhook_secret),
+        ("PSP_SIM_WEBHOOK_SECRET_PREVIOUS", s.webhook_secret_previous),
+    ):
         if secret is not None and len(secret.reveal()) < SECRET_LENGTH_MIN:
             found.append(f"{env} must have at least {SECRET_LENGTH_MIN} characters")
     if len(s.api_key.reveal()) < 8:

@@ -169,4 +169,4 @@ def test_a_nul_in_a_query_or_a_body_is_400_and_a_bad_limit_too(psp: SimProcess) 
     ]
     codes = [(a.status_code, a.json()["error"]["code"]) for a in answers]
     assert codes == [(400, "parameter_invalid"), (400, "nul_character"), (400, "parameter_invalid"),
-                     (400, "nul_character"), (400, "parameter_invalid")]  # fmt: skip
+                     (400, "nul_character"), (400, "parameter_invalid")]  # fmt: skip  # aligned

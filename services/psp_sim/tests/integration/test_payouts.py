@@ -176,7 +176,7 @@ def test_bad_input_is_a_clear_4xx_and_creates_nothing(psp: SimProcess) -> None:
           "card_number": "x"}, "card_data_forbidden"),
         ({"amount_minor": 100, "currency": "EUR", "destination": "pm_card_visa", "reference": reference,
           "speed": "instant"}, "parameter_unknown"),
-    ):  # fmt: skip
+    ):  # fmt: skip  # packed: a few items a line read better than one each
         status, answer = _raw_post(psp, new_id("op"), json.dumps(body).encode())
         assert (status, answer["error"]["code"]) == (400, code), answer
     assert psp.payout_count(reference) == 0

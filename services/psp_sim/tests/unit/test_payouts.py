@@ -174,7 +174,7 @@ def test_payout_rows_in_the_settlement_report() -> None:
     payout = dataclasses.replace(
         charge, id="t2", type="payout", source_id="po_1", payment_intent_id=None, reference="wd_1",
         gross_minor=-2500, fee_minor=0, net_minor=-2500,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     rows = r.batch_rows([charge, payout], params)
     lines = list(csv.DictReader(io.StringIO(r.settlement_csv(rows, params))))
     assert [

@@ -72,7 +72,7 @@ def test_a_dropped_webhook_is_caught_up_from_the_events_list(
         created = client.create_intent(
             new_id("op"), amount_minor=2500, currency="USD", reference=reference,
             payment_method="pm_card_visa", confirm=True,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         assert isinstance(created, Applied)
         intent = created.value
         wait_until(lambda: len(_receipts(gateway.db_url, intent.id)) == 1, timeout_s=10, what="webhook")

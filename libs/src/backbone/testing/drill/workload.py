@@ -304,7 +304,7 @@ class Workload:
         asked = c.call(
             "withdrawal", w.subject, "POST", f"{s.urls.mt5_credit}/v1/withdrawals", body,
             token=CREDIT_TOKEN, key=new_key(),
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         w.requests["withdrawal"] = asked
         if asked.outcome != "ok":
             return f"withdrawal {asked.outcome}"
@@ -314,7 +314,7 @@ class Workload:
             armed = c.call(
                 "payout_fault", w.subject, "POST", f"{s.urls.psp_control}/control/faults", rule,
                 confirm=lambda: self._fault_armed(w.withdrawal_id),
-            )  # fmt: skip
+            )  # fmt: skip  # packed: a few items a line read better than one each
             w.requests["payout_fault"] = armed
         prepared = self._act(w, "prepare", MAKER, {"reason": "drill: checked the request"})
         if prepared.outcome != "ok":
@@ -338,7 +338,7 @@ class Workload:
         returned = c.call(
             "return", w.subject, "POST", f"{s.urls.psp_control}/control/payouts/{w.payout_id}/return", {},
             confirm=lambda: (self.payout(w, 0) or {}).get("status") == "returned",
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         w.requests["return"] = returned
         return f"return {returned.outcome}"
 
@@ -353,7 +353,7 @@ class Workload:
             act, w.subject, "POST", f"{self.system.urls.mt5_credit}/v1/withdrawals/{w.withdrawal_id}/{act}",
             body, token=CREDIT_OPERATORS[operator][0], ok=frozenset({200}),
             confirm=lambda: (self.withdrawal(w) or {}).get(field_) == value,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         w.requests[act] = request
         return request
 

@@ -199,7 +199,7 @@ class InMemoryCreditStore:
              if s.row.deposit_reference == deposit_reference and s.row.kind is CreditKind.CREDIT
              and s.row.credit_reason is CreditReason.DEPOSIT),
             key=lambda s: (s.row.status is not CreditStatus.DONE, s.row.id),
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         if not credits:
             return None
         c = credits[0].row
@@ -219,7 +219,7 @@ class InMemoryCreditStore:
         return OriginalCredit(
             c.id, c.status, c.mt5_login, c.customer_id, c.amount_minor, c.currency,
             c.payment_amount_minor, c.payment_currency, debited, fx,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
 
     def insert_row(
         self,
@@ -237,7 +237,7 @@ class InMemoryCreditStore:
             s for s in self._t.rows.values()
             if s.row.deposit_reference == row.deposit_reference and s.row.kind is CreditKind.CREDIT
             and s.repair is None and s.row.credit_reason is CreditReason.DEPOSIT
-        ]  # fmt: skip
+        ]  # fmt: skip  # packed: a few items a line read better than one each
         deposit_credit = row.kind is CreditKind.CREDIT and row.credit_reason is CreditReason.DEPOSIT
         if deposit_credit and row.repair is None and automatic:
             raise UniqueViolation("mt5_credits_one_credit_per_deposit")
@@ -268,7 +268,7 @@ class InMemoryCreditStore:
             fx_source=None if fx is None else fx.source,
             fx_taken_at_ms=None if fx is None else fx.taken_at_ms,
             repair=row.repair,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         self._log(credit_id, None, CreditStatus.PENDING, f"created from {row.source_key}")
         return credit_id
 
@@ -285,7 +285,7 @@ class InMemoryCreditStore:
             return False
         self._t.cases[(subject, case_kind)] = {
             "credit_id": credit_id, "deposit_reference": deposit_reference, "reason": reason[:1000],
-        }  # fmt: skip
+        }  # fmt: skip  # packed: a few items a line read better than one each
         return True
 
     # -- claim, call, outcome, lookup ----------------------------------------------------------------
@@ -296,7 +296,7 @@ class InMemoryCreditStore:
             (s for s in self._t.rows.values()
              if s.row.status is CreditStatus.CLAIMED and (s.lease_expires_at_ms or 0) < now),
             key=lambda s: s.lease_expires_at_ms or 0,
-        )[:limit]  # fmt: skip
+        )[:limit]  # fmt: skip  # packed: a few items a line read better than one each
         for s in expired:
             s.row = replace(s.row, status=CreditStatus.UNKNOWN, silent_lookups=0)
             s.unknown_since_ms, s.next_lookup_at_ms, s.last_reason = now, now, "lease expired"
@@ -308,13 +308,13 @@ class InMemoryCreditStore:
         ready = [
             s for s in sorted(self._t.rows.values(), key=lambda s: s.row.id)
             if s.row.status is CreditStatus.PENDING and self._original_done(s.row)
-        ][:limit]  # fmt: skip
+        ][:limit]  # fmt: skip  # packed: a few items a line read better than one each
         for s in ready:
             s.row = replace(
                 s.row, status=CreditStatus.CLAIMED, claimed_at_ms=now,
                 first_claimed_at_ms=now if s.row.first_claimed_at_ms is None else s.row.first_claimed_at_ms,
                 claim_token=str(uuid.uuid4()), attempts=s.row.attempts + 1,
-            )  # fmt: skip
+            )  # fmt: skip  # packed: a few items a line read better than one each
             s.lease_expires_at_ms = now + lease_ms
             self._log(s.row.id, CreditStatus.PENDING, CreditStatus.CLAIMED, f"claim #{s.row.attempts}")
         return [s.row for s in ready]
@@ -361,7 +361,7 @@ class InMemoryCreditStore:
             mt5_deal_ticket=ticket if ticket is not None else s.row.mt5_deal_ticket,
             claimed_at_ms=s.row.claimed_at_ms if call_started_ago_ms is None else now - call_started_ago_ms,
             silent_lookups=0,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         s.last_retcode = retcode if retcode is not None else s.last_retcode
         s.last_reason, s.lease_expires_at_ms = reason[:REASON_CHARS_MAX], None
         if to is CreditStatus.UNKNOWN:
@@ -376,7 +376,7 @@ class InMemoryCreditStore:
              if s.row.status is CreditStatus.UNKNOWN and not s.needs_person
              and (s.next_lookup_at_ms or 0) <= now and (s.row.claimed_at_ms or 0) + dead_after_ms <= now),
             key=lambda s: s.next_lookup_at_ms or 0,
-        )[:limit]  # fmt: skip
+        )[:limit]  # fmt: skip  # packed: a few items a line read better than one each
         for s in due:
             s.next_lookup_at_ms, s.lookups = now + hold_ms, s.lookups + 1
         return [s.row for s in due]
@@ -403,7 +403,7 @@ class InMemoryCreditStore:
             mt5_deal_ticket=ticket if ticket is not None else s.row.mt5_deal_ticket,
             silent_lookups=s.row.silent_lookups + 1 if silent else 0,
             claim_token=None if to is CreditStatus.PENDING else s.row.claim_token,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         s.needs_person = s.needs_person or needs_person
         s.last_reason, s.next_lookup_at_ms = reason[:REASON_CHARS_MAX], self._now_ms + next_lookup_ms
         if to is not CreditStatus.UNKNOWN:

@@ -93,7 +93,7 @@ class PgWithdrawalDesk:
             refusal = check_margin(
                 req.amount_minor, req.currency, state, self._held(req.mt5_login),
                 self._config.margin_level_floor_pct,
-            )  # fmt: skip
+            )  # fmt: skip  # packed: a few items a line read better than one each
             if refusal is not None:
                 return refusal
             wid = f"wd_{uuid.uuid4().hex}"
@@ -111,7 +111,7 @@ class PgWithdrawalDesk:
                     destination.deposit_reference, destination.provider, idempotency_key, digest,
                     command_digest(wid, req, destination.payment_id), needs_two, state.margin_free,
                 ),
-            ).fetchone()  # fmt: skip
+            ).fetchone()  # fmt: skip  # packed: a few items a line read better than one each
             if inserted is None:  # the same key, concurrently: the other request's answer
                 again = self._replay(req.merchant_id, idempotency_key, digest)
                 assert again is not None

@@ -84,7 +84,7 @@ def _show(view: dict[str, Any], as_json: bool) -> None:
     for name in (
         "status", "customer_id", "mt5_login", "amount_minor", "currency", "held_minor", "destination_token",
         "approval_required", "prepared_by", "approved_by", "command_digest", "last_reason",
-    ):  # fmt: skip
+    ):  # fmt: skip  # packed: a few items a line read better than one each
         table.add_row(name, str(view.get(name)))
     for row in ("debit", "give_back"):
         if view.get(row):
@@ -140,7 +140,7 @@ def list_(
     for w in rows:
         amount = f"{w['amount_minor']} {w['currency']}"
         table.add_row(w["withdrawal_id"], w["status"], str(w["mt5_login"]), amount,
-                      w["prepared_by"] or "", w["approved_by"] or "")  # fmt: skip
+                      w["prepared_by"] or "", w["approved_by"] or "")  # fmt: skip  # aligned
     out.print(table)
 
 

@@ -37,7 +37,7 @@ def new_row(
         kind, source_key, deposit_reference, 5001, "cust-1", amount_minor, "USD", amount_minor, "USD", None,
         debit_reason=None if kind is CreditKind.CREDIT else DebitReason.REFUND,
         original_credit_id=original_credit_id,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
 
 
 def put_row(

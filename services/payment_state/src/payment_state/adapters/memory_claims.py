@@ -29,7 +29,7 @@ class InMemoryOperationClaims:
              if r.op.status in OPEN and r.next_attempt_at_ms <= now
              and (r.claimed_until_ms is None or r.claimed_until_ms < now)),
             key=lambda r: (r.next_attempt_at_ms, r.seq),
-        )[:limit]  # fmt: skip
+        )[:limit]  # fmt: skip  # packed: a few items a line read better than one each
         for r in due:
             r.claimed_by, r.claimed_until_ms = worker, now + lease_ms
         return [r.op for r in due]

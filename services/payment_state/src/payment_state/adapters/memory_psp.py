@@ -163,7 +163,7 @@ class MemoryPsp:
     def return_payout(self, provider_payout_id: str) -> PayoutFact:
         with self._lock:
             payout = replace(self.payouts[provider_payout_id], status=PspPayoutStatus.RETURNED,
-                             failure_code="account_closed")  # fmt: skip
+                             failure_code="account_closed")  # fmt: skip  # aligned under its bracket
             self.payouts[provider_payout_id] = payout
             return payout
 
@@ -229,7 +229,7 @@ class MemoryPsp:
         if intent is None or intent.status != IntentStatus.AUTHORIZED:
             return Refused(CallRefused(call.operation_id, "payment_intent_unexpected_state"))
         captured = replace(intent, status=IntentStatus.CAPTURED, amount_capturable_minor=0,
-                           amount_received_minor=call.amount_minor)  # fmt: skip
+                           amount_received_minor=call.amount_minor)  # fmt: skip  # aligned under its bracket
         self.intents[intent.provider_payment_id] = captured
         return Applied(captured)
 
@@ -239,7 +239,7 @@ class MemoryPsp:
             return Refused(CallRefused(call.operation_id, "payment_intent_unexpected_state"))
         reason = call.reason or "requested_by_customer"
         canceled = replace(intent, status=IntentStatus.CANCELED, amount_capturable_minor=0,
-                           cancellation_reason=reason, next_action_url=None)  # fmt: skip
+                           cancellation_reason=reason, next_action_url=None)  # fmt: skip  # aligned
         self.intents[intent.provider_payment_id] = canceled
         return Applied(canceled)
 
@@ -248,14 +248,14 @@ class MemoryPsp:
         already = sum(
             r.amount_minor for r in self.refunds.values()
             if r.provider_payment_id == call.provider_payment_id and r.status != RefundStatus.FAILED
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         if intent is None or intent.status != IntentStatus.CAPTURED:
             return Refused(CallRefused(call.operation_id, "charge_not_captured"))
         if already + call.amount_minor > intent.amount_received_minor:
             return Refused(CallRefused(call.operation_id, "amount_too_large"))
         status = RefundStatus.PENDING if self.refunds_pending else RefundStatus.SUCCEEDED
         refund = RefundFact(f"re_{next(self._ids)}", call.provider_payment_id, status, call.amount_minor,
-                            call.currency, our_reference=call.operation_id)  # fmt: skip
+                            call.currency, our_reference=call.operation_id)  # fmt: skip  # aligned
         self.refunds[refund.provider_refund_id] = refund
         self._by_reference[call.operation_id] = refund.provider_refund_id
         return Applied(refund)

@@ -33,7 +33,7 @@ class InMemoryRepairs:
              if r.status == "requested" and r.next_attempt_at_ms <= now
              and (r.claimed_until_ms is None or r.claimed_until_ms < now)),
             key=lambda r: (r.next_attempt_at_ms, r.request.repair_id),
-        )[:limit]  # fmt: skip
+        )[:limit]  # fmt: skip  # packed: a few items a line read better than one each
         for r in due:
             r.claimed_by, r.claimed_until_ms = worker, now + lease_ms
         return [r.request.repair_id for r in due]

@@ -27,12 +27,12 @@ PAYMENT_FIELDS: Final = (
     "deposit_reference", "provider", "status", "provider_payment_id", "authorized_minor", "captured_minor",
     "refunded_minor", "pending_refund_minor", "active_operation_id", "next_action_url", "failure_code",
     "failure_message", "version",
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 OPERATION_FIELDS: Final = (
     "operation_id", "payment_id", "operation_type", "amount_minor", "currency", "provider", "status",
     "refund_id", "provider_reference", "reason", "attempts", "call_in_flight", "unknown_reason",
     "failure_code", "failure_message",
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 # An operation row as ``Operation`` reads it (alias ``o``), its creation time last.
 OPERATION_COLUMNS: Final = (
     ", ".join(f"o.{c}" for c in OPERATION_FIELDS) + ", (extract(epoch FROM o.created_at) * 1000)::bigint"
@@ -42,7 +42,7 @@ OPERATION_COLUMNS: Final = (
 _STATE_ROWS: Final = (
     "SELECT " + ", ".join(f"p.{c}" for c in PAYMENT_FIELDS) + ", " + OPERATION_COLUMNS
     + " FROM payments p LEFT JOIN payment_operations o ON o.payment_id = p.payment_id"
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 # One payment, in one round trip.
 LOAD_STATE: Final = (
     _STATE_ROWS + " WHERE p.payment_id = %s AND (%s::text IS NULL OR p.merchant_id = %s)"

@@ -21,7 +21,7 @@ PAYOUT_FIELDS: Final = (
     "withdrawal_id", "merchant_id", "provider", "amount_minor", "currency", "destination_token",
     "source_payment_id", "mt5_login", "mt5_debit_id", "request_digest", "status", "provider_payout_id",
     "failure_code", "failure_message", "version",
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 # In the order of ``PayoutOperation``'s fields, its creation time last (alias ``o``).
 PAYOUT_OPERATION_COLUMNS: Final = (
     "o.operation_id, o.withdrawal_id, o.status, o.attempts, o.call_in_flight, o.unknown_reason,"
@@ -31,7 +31,7 @@ LOAD_PAYOUT: Final = (
     "SELECT " + ", ".join(f"p.{c}" for c in PAYOUT_FIELDS) + ", " + PAYOUT_OPERATION_COLUMNS
     + " FROM payouts p JOIN payout_operations o ON o.withdrawal_id = p.withdrawal_id"
     " WHERE p.withdrawal_id = %s AND (%s::text IS NULL OR p.merchant_id = %s)"
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 _INSERT_PAYOUT: Final = f"""
 WITH p AS (
     INSERT INTO payouts ({", ".join(PAYOUT_FIELDS)})
@@ -113,7 +113,7 @@ class PgPayouts:
         b, a = before.payout, after.payout
         invariant(b.withdrawal_id == a.withdrawal_id and a.version == b.version + 1, "save the next version")
         params = (str(a.status), a.provider_payout_id, a.failure_code, a.failure_message, a.version,
-                  a.withdrawal_id, b.version)  # fmt: skip
+                  a.withdrawal_id, b.version)  # fmt: skip  # continuation aligned under its bracket
         if not self._conn.execute(_SAVE_PAYOUT, params).rowcount:
             return False
         op = after.operation

@@ -50,7 +50,7 @@ class PgRepairs:
             r.repair_id, r.case_id, r.repair_type, r.source_key, r.payment_id, r.requested_by, r.approved_by,
             r.amount_minor, r.currency, r.reason, r.fact_type, r.fact_json, r.command_digest,
             r.command_event_id,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         return bool(
             self._conn.execute(
                 f"INSERT INTO repair_requests ({_REQUEST_COLUMNS}) VALUES"
@@ -117,7 +117,7 @@ def _request(row: tuple[Any, ...]) -> RepairRequest:
     return RepairRequest(
         int(row[0]), int(row[1]), row[2], row[3], row[4], row[5], row[6],
         None if row[7] is None else int(row[7]), row[8], row[9], row[10], row[11], row[12], row[13],
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
 
 
 def _stored(row: tuple[Any, ...]) -> StoredRepair:

@@ -146,7 +146,7 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
             "capture_method": str(p.capture_method), "token": p.payment_method_token,
             "deposit_reference": p.deposit_reference, "provider": p.provider, "operation_id": op.operation_id,
             "traceparent": tracing.current_traceparent(),
-        }  # fmt: skip
+        }  # fmt: skip  # packed: a few items a line read better than one each
         # The new payment's id is known from here on: the unit of work's log lines carry it (the HTTP
         # request's work runs in a copied context, a consumer's batch in a scope of its own).
         tracing.set_payment(p.payment_id)
@@ -174,7 +174,7 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
             str(a.status), a.provider_payment_id, a.authorized_minor, a.captured_minor, a.refunded_minor,
             a.pending_refund_minor, a.active_operation_id, a.next_action_url, a.failure_code,
             a.failure_message, a.version, a.payment_id, b.version, *((reserved,) if reserved else ()),
-        ]  # fmt: skip
+        ]  # fmt: skip  # packed: a few items a line read better than one each
         if a.provider_payment_id is not None and b.provider_payment_id is None:
             # The PSP's webhooks are keyed by its payment id: the same trace under that key too.
             ctes.append(f"t AS ({_ALIAS_TRACE})")
@@ -188,13 +188,13 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
                 params += [
                     op.operation_id, op.payment_id, str(op.operation_type), op.amount_minor, op.currency,
                     op.provider, str(op.status), op.refund_id, op.reason,
-                ]  # fmt: skip
+                ]  # fmt: skip  # packed: a few items a line read better than one each
             elif previous != op:
                 ctes.append(f"o{n} AS ({_UPDATE_OPERATION})")
                 params += [
                     str(op.status), op.provider_reference, op.failure_code, op.failure_message,
                     op.unknown_reason, op.is_terminal, op.operation_id,
-                ]  # fmt: skip
+                ]  # fmt: skip  # packed: a few items a line read better than one each
         sql = "WITH " + ", ".join(ctes) + " SELECT count(*) FROM p"
         row = self._conn.execute(sql, params).fetchone()
         assert row is not None
@@ -308,7 +308,7 @@ class PgPaymentStore(PgOperationClaims, PgRepairs, PgPayouts):
         values = (
             provider, provider_event_id, source, fact_type, payment_id, operation_id, outcome, detail,
             causation_id,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         return bool(
             self._conn.execute(
                 "INSERT INTO provider_facts (provider, provider_event_id, source, fact_type, payment_id,"

@@ -88,7 +88,7 @@ def build_call(state: PaymentState, op: Operation) -> ProviderCall:
         return AuthorizeCall(
             op.operation_id, p.payment_id, p.merchant_id, op.amount_minor, op.currency,
             p.payment_method_token, str(p.capture_method),
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
     invariant(p.provider_payment_id is not None, f"{op.operation_type} before the provider knew the payment")
     assert p.provider_payment_id is not None
     match op.operation_type:

@@ -97,7 +97,7 @@ def _provider_event(
             provider=provider, provider_event_id=provider_event_id, source="webhook",
             fact_type=fact.provider_event_type[:100], payment_id=None, operation_id=None, outcome="ignored",
             causation_id=event.event_id,
-        )  # fmt: skip
+        )  # fmt: skip  # packed: a few items a line read better than one each
         return
     if isinstance(fact, PayoutFact):
         outcome = apply_payout_provider_fact(
@@ -189,8 +189,13 @@ def _payout_command(store: PaymentStore, ctx: Context, event: InboundEvent) -> N
     if isinstance(result, Rejection):
         metrics.COMMANDS.labels(PAYOUT_COMMAND, str(result.http_status)).inc()
         log.warning("payout_command.refused", event_id=event.event_id, code=result.code,
-                    withdrawal_id=event.event.envelope.payment_id)  # fmt: skip
+                    withdrawal_id=event.event.envelope.payment_id)  # fmt: skip  # aligned under its bracket
         raise Refuse(f"{result.code}: {result.message}", event.event_id)
     metrics.COMMANDS.labels(PAYOUT_COMMAND, "202").inc()
-    log.info("payout_command.handled", event_id=event.event_id, withdrawal_id=result.payout.withdrawal_id,
-             operation_id=result.operation.operation_id, status=str(result.payout.status))  # fmt: skip
+    log.info(
+        "payout_command.handled",
+        event_id=event.event_id,
+        withdrawal_id=result.payout.withdrawal_id,
+        operation_id=result.operation.operation_id,
+        status=str(result.payout.status),
+    )

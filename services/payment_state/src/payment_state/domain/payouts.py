@@ -137,7 +137,7 @@ def check_payout(state: PayoutState) -> PayoutState:
     invariant(p.amount_minor > 0, "payout amount > 0")
     invariant(op.withdrawal_id == p.withdrawal_id, "the operation is the payout's")
     invariant(p.status in (PayoutStatus.PENDING, PayoutStatus.FAILED) or p.provider_payout_id is not None,
-              "a payout the PSP has carries its id")  # fmt: skip
+              "a payout the PSP has carries its id")  # fmt: skip  # continuation aligned under its bracket
     resolved = p.status in (PayoutStatus.PAID, PayoutStatus.FAILED, PayoutStatus.RETURNED)
     invariant(resolved == op.is_terminal, f"payout {p.status} with operation {op.status}")
     return state
@@ -223,7 +223,7 @@ def _snapshot(state: PayoutState, fact: PayoutFact) -> PayoutChange:
     if ours == PayoutStatus.FAILED or (
         theirs == PayoutStatus.FAILED and ours in (PayoutStatus.PAID, PayoutStatus.RETURNED)
     ):
-        return PayoutContradicted(f"PSP says {fact.status}, we hold the payout {ours}")  # fmt: skip
+        return PayoutContradicted(f"PSP says {fact.status}, we hold the payout {ours}")
     if theirs == PayoutStatus.FAILED:
         failed = replace(
             known, status=theirs, failure_code=fact.failure_code, failure_message=fact.failure_message

@@ -189,7 +189,7 @@ _PROVIDER: Final = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _PAYOUT_FIELDS: Final = frozenset(
     {"withdrawal_id", "provider", "amount_minor", "currency", "destination_token", "source_payment_id",
      "mt5_login", "mt5_debit_id"}
-)  # fmt: skip
+)  # fmt: skip  # packed: a few items a line read better than one each
 
 
 def _positive_id(body: Mapping[str, Any], name: str) -> int:

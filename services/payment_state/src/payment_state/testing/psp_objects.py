@@ -43,7 +43,7 @@ def intent_object(
 
 
 def refund_object(provider_refund_id: str, provider_payment_id: str, amount_minor: int, reference: str,
-                  status: str = "succeeded") -> dict[str, Any]:  # fmt: skip
+                  status: str = "succeeded") -> dict[str, Any]:  # fmt: skip  # aligned under its bracket
     return {
         "id": provider_refund_id,
         "object": "refund",

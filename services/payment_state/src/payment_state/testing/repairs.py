@@ -73,6 +73,6 @@ def repair_event(payment_id: str, body: dict[str, Any], event_id: str | None = N
     envelope = Envelope(
         event_id or str(uuid.uuid4()), "ExecuteRepair", payment_id, 1_800_000_000_000, "reconciler", 2,
         None, None,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
     decoded = DecodedEvent(envelope, "ExecuteRepair", 2, {"envelope": envelope, **body})
     return InboundEvent(decoded, "recon.repair-commands", 0, next(_ids))

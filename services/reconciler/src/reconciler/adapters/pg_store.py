@@ -93,7 +93,7 @@ def _settlement_tuple(import_id: int, r: SettlementRow) -> tuple[Any, ...]:
         import_id, r.source_key, r.line_no, r.balance_transaction_id, r.type, r.payment_intent_id,
         r.source_id, r.reference, r.source_reference, r.currency, r.gross_minor, r.fee_minor,
         r.net_minor, r.payout_batch_id, r.created_at_ms,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
 
 
 def _bank_tuple(import_id: int, r: BankRow) -> tuple[Any, ...]:
@@ -101,7 +101,7 @@ def _bank_tuple(import_id: int, r: BankRow) -> tuple[Any, ...]:
     return (
         import_id, r.source_key, r.line_no, r.deposit_id, r.payout_batch_id, r.value_date, r.currency,
         r.amount_minor, r.item_count, r.bank_reference,
-    )  # fmt: skip
+    )  # fmt: skip  # packed: a few items a line read better than one each
 
 
 _COMPARED: Final = {

@@ -48,7 +48,7 @@ def bulk(body: dict[str, Any]) -> list[Decision]:
         {"case_id": i, "case_key": "", "case_class": "", "severity": "", "business_date": "", "status": "",
          "summary": "", **{k: "" if v is None else str(v) for k, v in columns.items()}}
         for i in ids
-    ]  # fmt: skip
+    ]  # fmt: skip  # packed: a few items a line read better than one each
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
