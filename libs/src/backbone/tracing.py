@@ -30,9 +30,11 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
+from dataclasses import dataclass
 from typing import IO, Any, Final
 
 import psycopg
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
@@ -309,6 +311,31 @@ def for_payment(payment_id: str, name: str) -> Iterator[Span]:
         bind_payment(payment_id),
     ):
         yield span
+
+
+@dataclass(frozen=True, slots=True)
+class Resumable:
+    """A span's context and its payment, captured to write later what happened inside it."""
+
+    context: Context
+    payment_id: str | None
+
+
+def capture() -> Resumable:
+    return Resumable(otel_context.get_current(), _payment_id.get())
+
+
+@contextmanager
+def resumed(captured: Resumable) -> Iterator[None]:
+    """Run under a context captured earlier: an answer recorded after its call's span ended is
+    published in the call's trace, and its log lines carry the payment."""
+    token = otel_context.attach(captured.context)
+    bound = _payment_id.set(captured.payment_id)
+    try:
+        yield
+    finally:
+        _payment_id.reset(bound)
+        otel_context.detach(token)
 
 
 # -- the payment's stored trace ---------------------------------------------------------------------------
