@@ -218,7 +218,8 @@ class Lane(Generic[W, A, S]):
 
     def _alone(self, work: W) -> None:
         try:
-            self._s.alone(work)
+            with self._s.traced(work):
+                self._s.alone(work)
         except Exception as exc:
             if self._threads is None and is_infrastructure_error(exc):
                 raise

@@ -193,7 +193,7 @@ def test_worker_that_died_mid_call(svc: Service) -> None:
 
 
 def ex_call(svc: Service, payment_id: str, operation_id: str) -> ProviderCall:
-    from payment_state.application.executor import build_call  # noqa: PLC0415 - used by this helper alone
+    from payment_state.application.operation_calls import build_call  # noqa: PLC0415 - used by this helper alone
 
     state = svc.state(payment_id)
     op = state.operation(operation_id)

@@ -16,8 +16,9 @@ from contextlib import contextmanager
 from payment_state.adapters.memory_psp import MemoryPsp
 from payment_state.adapters.memory_store import InMemoryPaymentStore
 from payment_state.application.context import Context
-from payment_state.application.executor import ExecutorConfig, OperationExecutor, build_call
+from payment_state.application.executor import ExecutorConfig, OperationExecutor
 from payment_state.application.handlers import handle
+from payment_state.application.operation_calls import build_call
 from payment_state.application.ports import CallResult, Lookup, ProviderCall
 from payment_state.domain.commands import CreatePaymentRequest
 from payment_state.domain.model import CaptureMethod, Operation, OperationStatus, PaymentState, PaymentStatus

@@ -18,8 +18,8 @@ import pytest
 from payment_state.adapters.memory_psp import MemoryPsp
 from payment_state.adapters.memory_store import InMemoryPaymentStore
 from payment_state.application.context import Context
-from payment_state.application.executor import build_call
 from payment_state.application.handlers import handle
+from payment_state.application.operation_calls import build_call
 from payment_state.application.ports import Applied, Lookup, NoAnswer
 from payment_state.application.provider_facts import apply_provider_fact
 from payment_state.application.repairs import RepairConfig, RepairExecutor, receive_repair

@@ -14,24 +14,24 @@ Every provider call runs outside a database transaction; every state change is o
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import assert_never
 
 from backbone import tracing
 from backbone.invariants import invariant
+from backbone.lane import Alone, Lane, LaneConfig, Send
 from backbone.logs import get_logger
 from backbone.postgres import is_infrastructure_error
 
 from payment_state.application import metrics
 from payment_state.application.context import Context
+from payment_state.application.operation_calls import Started, Work, build_call, provider_id_known
 from payment_state.application.ports import (
     Absent,
     Applied,
-    AuthorizeCall,
     CallResult,
-    CancelCall,
-    CaptureCall,
     Conflict,
     Found,
     Lookup,
@@ -39,7 +39,6 @@ from payment_state.application.ports import (
     PaymentStore,
     ProviderCall,
     Psp,
-    RefundCall,
     Refused,
     Transactions,
 )
@@ -81,49 +80,11 @@ class ExecutorConfig:
         invariant(self.lease_ms > 0, "lease_ms > 0")
 
 
-def build_call(state: PaymentState, op: Operation) -> ProviderCall:
-    """The provider call an operation stands for (the same every time it is sent)."""
-    p = state.payment
-    if op.operation_type == OperationType.AUTHORIZE:
-        return AuthorizeCall(
-            op.operation_id, p.payment_id, p.merchant_id, op.amount_minor, op.currency,
-            p.payment_method_token, str(p.capture_method),
-        )  # fmt: skip  # packed: a few items a line read better than one each
-    invariant(p.provider_payment_id is not None, f"{op.operation_type} before the provider knew the payment")
-    assert p.provider_payment_id is not None
-    match op.operation_type:
-        case OperationType.CAPTURE:
-            return CaptureCall(op.operation_id, p.payment_id, p.provider_payment_id, op.amount_minor)
-        case OperationType.CANCEL:
-            return CancelCall(op.operation_id, p.payment_id, p.provider_payment_id, op.reason)
-        case OperationType.REFUND:
-            return RefundCall(
-                op.operation_id, p.payment_id, p.provider_payment_id, op.amount_minor, op.currency, op.reason
-            )
-        case _:
-            raise AssertionError(f"unexpected operation type {op.operation_type}")
-
-
-@dataclass(frozen=True)
-class _Started:
-    """A claimed operation whose call was marked in flight in the claim's transaction."""
-
-    state: PaymentState
-    op: Operation
-    call: ProviderCall
-
-
-def _provider_id_known(state: PaymentState, op: Operation) -> bool:
-    """Whether the provider's id of what ``op`` creates is known (then a retrieve is exact)."""
-    if op.operation_type == OperationType.AUTHORIZE:
-        return state.payment.provider_payment_id is not None
-    if op.operation_type == OperationType.REFUND:
-        return op.provider_reference is not None
-    return True  # capture and cancel act on a payment intent whose id we have
-
-
 class OperationExecutor:
-    """Claims due operations in batches and processes them on a bounded thread pool."""
+    """Claims due operations in batches and sends their calls on the backbone's lane, a bounded
+    pool of ``concurrency`` calls; the answers are written in groups."""
+
+    name = "operation"
 
     def __init__(
         self, transaction: Transactions, psp: Psp | Psps, ctx: Context, config: ExecutorConfig
@@ -132,25 +93,14 @@ class OperationExecutor:
         self._psps = as_psps(psp)
         self._ctx = ctx
         self._c = config
-        self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="operation")
+        self._lane = Lane(self, LaneConfig(config.batch_size_max, config.concurrency))
 
     def close(self) -> None:
-        self._threads.shutdown(wait=True)
+        self._lane.close()
 
     def run_once(self) -> int:
-        """Claim one batch and process it; returns how many operations were claimed.
-
-        An operation that is to be sent now (``plan`` says ``Call``: never sent, nothing in flight)
-        is read and marked in flight in the claim's own transaction, so that its provider call
-        follows the commit at once: one transaction for the batch instead of two more per call.
-        The mark is committed before any call is made, as ``_call`` does on its own."""
-        with self._transaction() as store:
-            claimed = store.claim_due(self._c.worker_id, self._c.batch_size_max, self._c.lease_ms)
-            work = self._prepare(store, claimed)
-        if work:
-            for _ in self._threads.map(self._process_safely, work):
-                pass
-        return len(claimed)
+        """Claim one batch and process it; returns how many operations were claimed."""
+        return self._lane.run_once()
 
     def refresh_metrics(self) -> None:
         with self._transaction() as store:
@@ -159,11 +109,62 @@ class OperationExecutor:
         metrics.OPEN_OPERATIONS.labels("UNKNOWN").set(open_operations.unknown)
         metrics.OLDEST_UNKNOWN_SECONDS.set(open_operations.oldest_unknown_s)
 
+    # -- the lane's strategy -----------------------------------------------------------------------
+
+    def claim(self, limit: int) -> Sequence[Work]:
+        """An operation that is to be sent now (``plan`` says ``Call``: never sent, nothing in flight)
+        is read and marked in flight in the claim's own transaction, so that its provider call
+        follows the commit at once: one transaction for the batch instead of two more per call.
+        The mark is committed before any call is made, as ``_call`` does on its own."""
+        with self._transaction() as store:
+            claimed = store.claim_due(self._c.worker_id, limit, self._c.lease_ms)
+            return self._prepare(store, claimed) if claimed else []
+
+    def plan(self, claimed: Sequence[Work]) -> Sequence[Send[Work] | Alone[Work]]:
+        return [Send(work) if isinstance(work, Started) else Alone(work) for work in claimed]
+
+    def ready(self, work: Work, waited_s: float) -> Send[Work]:
+        # Marked in flight under this worker's claim: if the lease ran out meanwhile, whoever
+        # takes the operation next finds the call in flight and looks it up before any resend,
+        # and a resend carries the same idempotency key.
+        return Send(work)
+
+    def send(self, work: Work) -> CallResult:
+        """The provider call itself, its call already marked in flight and committed."""
+        invariant(isinstance(work, Started), "only a call marked in flight is sent")
+        assert isinstance(work, Started)
+        psp = self._psps.get(work.op.provider)
+        invariant(psp is not None, f"a call marked in flight for an unconfigured provider {work.op.provider}")
+        assert psp is not None
+        result = psp.execute(work.call)
+        metrics.PROVIDER_CALLS.labels(f"call_{work.op.operation_type}", type(result).__name__).inc()
+        return result
+
+    def traced(self, work: Work) -> AbstractContextManager[object]:
+        # In the payment's stored trace: the PSP call's span is the deposit's (ADR 0012).
+        op = work.op if isinstance(work, Started) else work
+        return tracing.for_payment(op.payment_id, f"payment_state.execute {op.operation_type.value}")
+
+    def alone(self, work: Work) -> None:
+        op = work.op if isinstance(work, Started) else work
+        self.process(op.operation_id, op.payment_id)
+
+    def transaction(self) -> AbstractContextManager[PaymentStore]:
+        return self._transaction()
+
+    def record(self, store: PaymentStore, work: Work, result: CallResult) -> None:
+        assert isinstance(work, Started)  # only sends are answered
+        self._record_call_result(store, work.state.payment.payment_id, work.op, result)
+
+    def label(self, work: Work) -> dict[str, object]:
+        op = work.op if isinstance(work, Started) else work
+        return {"operation_id": op.operation_id, "payment_id": op.payment_id}
+
     # -- one operation ---------------------------------------------------------------------------
 
-    def _prepare(self, store: PaymentStore, claimed: list[Operation]) -> list[Operation | _Started]:
+    def _prepare(self, store: PaymentStore, claimed: list[Operation]) -> list[Work]:
         """In the claim's transaction: each operation to be sent now, with its payment read and the
-        call marked in flight (``_Started``); any other stays as claimed, for ``process``. The batch's
+        call marked in flight (``Started``); any other stays as claimed, for ``process``. The batch's
         payments are read in one statement and its calls marked in another. A defect in one operation
         (its call cannot be built) leaves it to ``process`` too, where it is logged and its claim
         expires; it never rolls back the batch's claim."""
@@ -171,7 +172,7 @@ class OperationExecutor:
             op for op in claimed if isinstance(plan(op), Call) and self._psps.get(op.provider) is not None
         ]
         states = store.load_states([op.payment_id for op in to_call]) if to_call else {}
-        ready: dict[str, _Started] = {}
+        ready: dict[str, Started] = {}
         for claimed_op in to_call:
             started = self._started(states.get(claimed_op.payment_id), claimed_op)
             if started is not None:
@@ -180,7 +181,7 @@ class OperationExecutor:
         return [ready[op.operation_id] if op.operation_id in marked else op for op in claimed]
 
     @staticmethod
-    def _started(state: PaymentState | None, claimed: Operation) -> _Started | None:
+    def _started(state: PaymentState | None, claimed: Operation) -> Started | None:
         """The call ``claimed`` stands for, if it is still to be sent now; None otherwise."""
         try:
             op = None if state is None else state.operation(claimed.operation_id)
@@ -191,23 +192,7 @@ class OperationExecutor:
             return None
         if state is None or op is None or call is None or not isinstance(plan(op), Call):
             return None
-        return _Started(state, op, call)
-
-    def _process_safely(self, work: Operation | _Started) -> None:
-        claimed = work.op if isinstance(work, _Started) else work
-        operation_id, payment_id = claimed.operation_id, claimed.payment_id
-        try:
-            # In the payment's stored trace: the PSP call's span is the deposit's (ADR 0012).
-            with tracing.for_payment(payment_id, f"payment_state.execute {claimed.operation_type.value}"):
-                if isinstance(work, _Started):
-                    self._send(work.state, work.op, work.call)
-                else:
-                    self.process(operation_id, payment_id)
-        except Exception as exc:
-            # The claim expires after the lease and the operation is taken again; a worker that
-            # died mid-call is detected then (call_in_flight), so nothing is assumed here.
-            kind = "infrastructure" if is_infrastructure_error(exc) else "bug"
-            log.exception("executor.operation_failed", operation_id=operation_id, error_kind=kind)
+        return Started(state, op, call)
 
     def process(self, operation_id: str, payment_id: str) -> None:
         state, op = self._load(payment_id, operation_id)
@@ -247,34 +232,32 @@ class OperationExecutor:
         self._send(state, op, call)
 
     def _send(self, state: PaymentState, op: Operation, call: ProviderCall) -> None:
-        """The provider call itself, its call already marked in flight and committed."""
-        psp = self._psps.get(op.provider)
-        invariant(psp is not None, f"a call marked in flight for an unconfigured provider {op.provider}")
-        assert psp is not None
-        result = psp.execute(call)
-        metrics.PROVIDER_CALLS.labels(f"call_{op.operation_type}", type(result).__name__).inc()
-        self._record_call_result(state.payment.payment_id, op, result)
-
-    def _record_call_result(self, payment_id: str, op: Operation, result: CallResult) -> None:
+        """The provider call and its answer's own transaction (a call decided after a lookup)."""
+        result = self.send(Started(state, op, call))
         with self._transaction() as store:
-            match result:
-                case Applied(fact=fact) | Refused(fact=fact):
-                    outcome = apply_provider_fact(
-                        store,
-                        self._ctx.for_provider(op.provider),
-                        fact,
-                        source="response",
-                        operation_id=op.operation_id,
-                        payment_id=payment_id,
-                    )
-                    delay_ms = self._delay_after_answer(store, payment_id, op.operation_id, outcome.state)
-                case NoAnswer(reason=reason):
-                    store.mark_unknown(op.operation_id, reason)
-                    log.warning("executor.outcome_unknown", operation_id=op.operation_id, reason=reason)
-                    delay_ms = self._reschedule_unknown(store, payment_id, op.operation_id)
-                case _:
-                    assert_never(result)
-            store.release(op.operation_id, self._c.worker_id, delay_ms)
+            self._record_call_result(store, state.payment.payment_id, op, result)
+
+    def _record_call_result(
+        self, store: PaymentStore, payment_id: str, op: Operation, result: CallResult
+    ) -> None:
+        match result:
+            case Applied(fact=fact) | Refused(fact=fact):
+                outcome = apply_provider_fact(
+                    store,
+                    self._ctx.for_provider(op.provider),
+                    fact,
+                    source="response",
+                    operation_id=op.operation_id,
+                    payment_id=payment_id,
+                )
+                delay_ms = self._delay_after_answer(store, payment_id, op.operation_id, outcome.state)
+            case NoAnswer(reason=reason):
+                store.mark_unknown(op.operation_id, reason)
+                log.warning("executor.outcome_unknown", operation_id=op.operation_id, reason=reason)
+                delay_ms = self._reschedule_unknown(store, payment_id, op.operation_id)
+            case _:
+                assert_never(result)
+        store.release(op.operation_id, self._c.worker_id, delay_ms)
 
     def _lookup(self, state: PaymentState, op: Operation) -> None:
         psp = self._psp(op)
@@ -282,7 +265,7 @@ class OperationExecutor:
             return
         if replay_before_lookup(
             op,
-            provider_id_known=_provider_id_known(state, op),
+            provider_id_known=provider_id_known(state, op),
             provider_replays=psp.replays_lost_creates,
             now_ms=self._ctx.now_ms(),
             policy=self._c.policy,
