@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -90,6 +90,27 @@ class Strategy(Protocol[W, A, S]):
         ...
 
     def label(self, work: W) -> dict[str, object]: ...
+
+
+class EachAlone(Generic[W]):
+    """The steps of a strategy whose every item goes through ``alone`` with its own transactions:
+    rare work (payouts, repairs) that gains nothing from grouping. A subclass gives ``name``,
+    ``claim``, ``alone``, ``transaction`` and ``label``."""
+
+    def plan(self, claimed: Sequence[W]) -> Sequence[Alone[W]]:
+        return [Alone(work) for work in claimed]
+
+    def ready(self, work: W, waited_s: float) -> None:
+        raise AssertionError("every item goes alone")
+
+    def send(self, work: W) -> None:
+        raise AssertionError("every item goes alone")
+
+    def record(self, store: object, work: W, answer: None) -> None:
+        raise AssertionError("every item goes alone")
+
+    def traced(self, work: W) -> AbstractContextManager[object]:
+        return nullcontext()
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,14 @@ Every PSP call runs outside a database transaction; every state change is one tr
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Final, assert_never
 
 from backbone import failpoints
 from backbone.invariants import invariant
+from backbone.lane import EachAlone, Lane, LaneConfig
 from backbone.logs import get_logger
-from backbone.postgres import is_infrastructure_error
 
 from payment_state.application import metrics
 from payment_state.application.context import Context
@@ -74,8 +75,11 @@ def payout_call(state: PayoutState) -> PayoutCall:
     )  # fmt: skip  # packed: a few items a line read better than one each
 
 
-class PayoutExecutor:
-    """Claims due payout operations in batches and processes them on a bounded thread pool."""
+class PayoutExecutor(EachAlone[PayoutOperation]):
+    """Claims due payout operations in batches and takes each through ``process`` on the backbone's
+    lane (its pool of ``concurrency``): payouts are few, so each keeps its own transactions."""
+
+    name = "payout"
 
     def __init__(
         self, transaction: Transactions, psp: Psp | Psps, ctx: Context, config: ExecutorConfig
@@ -84,19 +88,14 @@ class PayoutExecutor:
         self._psps = as_psps(psp)
         self._ctx = ctx
         self._c = config
-        self._threads = ThreadPoolExecutor(config.concurrency, thread_name_prefix="payout")
+        self._lane = Lane(self, LaneConfig(config.batch_size_max, config.concurrency))
 
     def close(self) -> None:
-        self._threads.shutdown(wait=True)
+        self._lane.close()
 
     def run_once(self) -> int:
         """Claim one batch and process it; returns how many payout operations were claimed."""
-        with self._transaction() as store:
-            claimed = store.claim_due_payouts(self._c.worker_id, self._c.batch_size_max, self._c.lease_ms)
-        if claimed:
-            for _ in self._threads.map(self._process_safely, claimed):
-                pass
-        return len(claimed)
+        return self._lane.run_once()
 
     def refresh_metrics(self) -> None:
         with self._transaction() as store:
@@ -105,13 +104,22 @@ class PayoutExecutor:
         metrics.OPEN_PAYOUT_OPERATIONS.labels("UNKNOWN").set(open_operations.unknown)
         metrics.OLDEST_UNKNOWN_PAYOUT_SECONDS.set(open_operations.oldest_unknown_s)
 
-    def _process_safely(self, claimed: PayoutOperation) -> None:
-        try:
-            self.process(claimed.withdrawal_id)
-        except Exception as exc:
-            # The claim expires after the lease; a call in flight is found then: nothing assumed.
-            kind = "infrastructure" if is_infrastructure_error(exc) else "bug"
-            log.exception("payout.operation_failed", operation_id=claimed.operation_id, error_kind=kind)
+    # -- the lane's strategy: every payout goes alone ----------------------------------------------
+
+    def claim(self, limit: int) -> Sequence[PayoutOperation]:
+        with self._transaction() as store:
+            return store.claim_due_payouts(self._c.worker_id, limit, self._c.lease_ms)
+
+    def alone(self, op: PayoutOperation) -> None:
+        # A failure is logged by the lane; the claim expires after the lease and a call in flight
+        # is found then: nothing assumed.
+        self.process(op.withdrawal_id)
+
+    def transaction(self) -> AbstractContextManager[PaymentStore]:
+        return self._transaction()
+
+    def label(self, op: PayoutOperation) -> dict[str, object]:
+        return {"operation_id": op.operation_id, "withdrawal_id": op.withdrawal_id}
 
     def process(self, withdrawal_id: str) -> None:
         state = self._load(withdrawal_id)

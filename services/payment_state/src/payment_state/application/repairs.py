@@ -23,14 +23,16 @@ and ``finish_repair`` make the second pass apply nothing twice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import assert_never
 
 from backbone import failpoints
 from backbone.consumer.messages import InboundEvent
 from backbone.invariants import invariant
+from backbone.lane import EachAlone, Lane, LaneConfig
 from backbone.logs import get_logger
-from backbone.postgres import is_infrastructure_error
 
 from payment_state.application import metrics
 from payment_state.application.context import Context
@@ -110,8 +112,11 @@ class RepairConfig:
 Step = tuple[StoredRepair, SettlementRow, LookUpPayment | LookUpRefund, int, str]  # ..., provider
 
 
-class RepairExecutor:
-    """Claims requested repairs and takes each one to its outcome (see the module docstring)."""
+class RepairExecutor(EachAlone[int]):
+    """Claims requested repairs and takes each one to its outcome (see the module docstring), one
+    after the other on the backbone's lane: they are rare."""
+
+    name = "repair"
 
     def __init__(
         self, transaction: Transactions, psp: Psp | Psps, ctx: Context, config: RepairConfig
@@ -120,24 +125,26 @@ class RepairExecutor:
         self._psps = as_psps(psp)
         self._ctx = ctx
         self._c = config
+        self._lane = Lane(self, LaneConfig(config.batch_size_max))
 
     def run_once(self) -> int:
-        """Claim one batch and process it, one repair after the other (they are rare); returns how
-        many were claimed."""
-        with self._transaction() as store:
-            claimed = store.claim_repairs(self._c.worker_id, self._c.batch_size_max, self._c.lease_ms)
-        for repair_id in claimed:
-            self._process_safely(repair_id)
-        return len(claimed)
+        """Claim one batch and process it; returns how many were claimed."""
+        return self._lane.run_once()
 
-    def _process_safely(self, repair_id: int) -> None:
-        try:
-            self.process(repair_id)
-        except Exception as exc:
-            # Nothing of this attempt committed after its lookup; the claim expires after the lease
-            # and the repair is looked up again (a lookup never moves money).
-            kind = "infrastructure" if is_infrastructure_error(exc) else "bug"
-            log.exception("repair.failed", repair_id=repair_id, error_kind=kind)
+    def claim(self, limit: int) -> Sequence[int]:
+        with self._transaction() as store:
+            return store.claim_repairs(self._c.worker_id, limit, self._c.lease_ms)
+
+    def alone(self, repair_id: int) -> None:
+        # A failure is logged by the lane: nothing of this attempt committed after its lookup, the
+        # claim expires after the lease and the repair is looked up again (a lookup moves no money).
+        self.process(repair_id)
+
+    def transaction(self) -> AbstractContextManager[PaymentStore]:
+        return self._transaction()
+
+    def label(self, repair_id: int) -> dict[str, object]:
+        return {"repair_id": repair_id}
 
     def process(self, repair_id: int) -> None:
         step = self._plan(repair_id)
