@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, func, insert, select, update
 
 from reconciler.adapters.pg_scope import sees_audit, sees_repair
 from reconciler.adapters.tables import audit, case_history, cases, repairs
-from reconciler.application.repairs import DeskTransaction
+from reconciler.application.ports import DeskTransaction
 from reconciler.domain.cases import CaseClass, CaseStatus
 from reconciler.domain.merchants import Scope
 from reconciler.domain.repairs import CaseView, RepairCommand, RepairStatus, RepairType, RepairView

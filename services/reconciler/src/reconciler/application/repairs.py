@@ -16,19 +16,18 @@ to the service that executes it; the repair is ``sent`` until that service answe
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from backbone.logs import get_logger
 
+from reconciler.application.ports import DeskTransaction, RepairDesk
 from reconciler.domain.cases import CaseStatus
 from reconciler.domain.decisions import Decision
 from reconciler.domain.merchants import Scope, out_of_scope
 from reconciler.domain.repairs import (
     REASON_MAX,
     CaseView,
-    RepairCommand,
     RepairRefused,
     RepairStatus,
     RepairType,
@@ -40,66 +39,6 @@ from reconciler.domain.repairs import (
 )
 
 log = get_logger(__name__)
-
-
-class DeskTransaction(Protocol):
-    """One operator act's transaction."""
-
-    def case(self, case_id: int) -> CaseView | None:
-        """The case, locked for the rest of the transaction."""
-        ...
-
-    def repair(self, repair_id: int) -> RepairView | None:
-        """The repair, locked."""
-        ...
-
-    def repair_by_key(self, source_key: str, repair_type: RepairType) -> RepairView | None:
-        """The repair of that record and type, locked (there is at most one)."""
-        ...
-
-    def insert_repair(self, command: RepairCommand, maker: str) -> int: ...
-
-    def amend_repair(self, repair_id: int, command: RepairCommand, maker: str) -> None:
-        """A new command (and revision) for a proposed or rejected repair, proposed again."""
-        ...
-
-    def approve(self, repair_id: int, checker: str, digest: str, status: RepairStatus) -> None: ...
-
-    def reject(self, repair_id: int, checker: str, reason: str) -> None: ...
-
-    def acknowledge(self, case_id: int) -> None: ...
-
-    def reopen_case(self, case_id: int) -> None:
-        """Resolved → open again (``CaseOpened`` goes out with it)."""
-        ...
-
-    def resolve_case(self, case_id: int, actor: str, resolution: str) -> None:
-        """Resolved by a person (``CaseResolved`` goes out with it)."""
-        ...
-
-    def send(self, repair_id: int, command: RepairCommand, maker: str, checker: str) -> None:
-        """``ExecuteRepair`` into the outbox, for the command's target."""
-        ...
-
-    def history(self, case_id: int, action: str, actor: str, note: str) -> None: ...
-
-    def audit(
-        self, operator: str, action: str, target: str, reason: str | None, detail: dict[str, Any]
-    ) -> None:
-        """An act that was done."""
-        ...
-
-
-class RepairDesk(Protocol):
-    def acting(self) -> AbstractContextManager[DeskTransaction]:
-        """A transaction: committed at the end of the block, rolled back if it raises."""
-        ...
-
-    def audit_refused(
-        self, operator: str, action: str, target: str, reason: str, detail: dict[str, Any]
-    ) -> None:
-        """An act the server refused, in its own transaction."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
