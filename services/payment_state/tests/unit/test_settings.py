@@ -1,10 +1,7 @@
-"""Structure rules: the domain is pure, the application reaches adapters only through its ports,
-and settings fail fast without printing secrets."""
+"""Settings fail fast without printing secrets, and the consumer and executor take theirs from typed
+settings. (The layer rules, domain pure and application through its ports, are tests/test_layout.py's.)"""
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import pytest
 from backbone.settings import Secret, SettingsError, load_settings
@@ -20,44 +17,6 @@ from payment_state.settings import (
     InboundSettings,
     parse_api_tokens,
 )
-
-DOMAIN = Path(__file__).resolve().parents[2] / "src" / "payment_state" / "domain"
-APPLICATION = DOMAIN.parent / "application"
-ALLOWED = {"__future__", "dataclasses", "enum", "typing", "hashlib", "json", "re", "collections"}
-# backbone.repairs is pure too: the ExecuteRepair and RepairOutcome shapes, no I/O
-ALLOWED_PREFIXES = (
-    "payment_state.domain",
-    "backbone.invariants",
-    "backbone.money",
-    "backbone.carddata",
-    "backbone.repairs",
-)
-
-
-def imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-    return found
-
-
-@pytest.mark.parametrize("path", sorted(DOMAIN.glob("*.py")), ids=lambda p: p.name)
-def test_domain_imports_nothing_impure(path: Path) -> None:
-    """domain/ uses the standard library's pure parts and the backbone's pure core only: no I/O,
-    no clock, no randomness, no adapters."""
-    bad = {m for m in imports(path) if m.split(".")[0] not in ALLOWED and not m.startswith(ALLOWED_PREFIXES)}
-    assert not bad, f"{path.name} imports {bad}"
-
-
-@pytest.mark.parametrize("path", sorted(APPLICATION.glob("*.py")), ids=lambda p: p.name)
-def test_application_imports_no_adapter_and_no_driver(path: Path) -> None:
-    """application/ calls its ports (``application/ports.py``) and the domain: no module of
-    ``payment_state.adapters`` and no psycopg (wiring happens in bootstrap.py and entrypoints/)."""
-    bad = {m for m in imports(path) if m.startswith("payment_state.adapters") or m.split(".")[0] == "psycopg"}
-    assert not bad, f"{path.name} imports {bad}"
 
 
 def test_api_tokens_parse_and_never_leak() -> None:
