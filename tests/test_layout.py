@@ -134,12 +134,6 @@ EXCEPTIONS: Final[dict[tuple[str, str], Excused]] = {
     (APPLICATION, "services/payment_state/src/payment_state/application/executor.py"): _excused(
         _INFRASTRUCTURE_ERROR, "backbone.postgres"
     ),
-    (APPLICATION, "services/payment_state/src/payment_state/application/payout_executor.py"): _excused(
-        _INFRASTRUCTURE_ERROR, "backbone.postgres"
-    ),
-    (APPLICATION, "services/payment_state/src/payment_state/application/repairs.py"): _excused(
-        _INFRASTRUCTURE_ERROR, "backbone.postgres"
-    ),
     (APPLICATION, "services/psp_sim/src/psp_sim/application/control.py"): _excused(
         _PSP_SIM_APP,
         "psp_sim.adapters.payout_store",
