@@ -187,7 +187,7 @@ APIS: Final = (
         "mt5_credit",
         "openapi.yaml",
         _mt5_credit,
-        {"_error": (1, "code"), "Refusal": (1, "code"), "IntentRefused": (0, "code"), **DEAD_LETTERS},
+        {"error_response": (1, "code"), "Refusal": (1, "code"), "IntentRefused": (0, "code"), **DEAD_LETTERS},
         forwards=frozenset({"result.code"}),
     ),
     Api("ledger", "openapi.yaml", _ledger, {"BadRequest": (1, "error"), **DEAD_LETTERS}),

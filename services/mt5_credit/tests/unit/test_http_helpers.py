@@ -8,17 +8,17 @@ from decimal import Decimal
 import pytest
 from mt5_credit.adapters.rates import FixedRates
 from mt5_credit.application.intents import IntentRequest
-from mt5_credit.entrypoints.http import _parse_tokens
+from mt5_credit.entrypoints.http_callers import parse_tokens
 
 
 def test_tokens_need_a_merchant_and_length() -> None:
     """API tokens map to merchants; short or malformed tokens refuse to start."""
-    assert _parse_tokens("abcdefghijklmnop=m1, qrstuvwxyzabcdef=m2") == [
+    assert parse_tokens("abcdefghijklmnop=m1, qrstuvwxyzabcdef=m2") == [
         ("abcdefghijklmnop", "m1"),
         ("qrstuvwxyzabcdef", "m2"),
     ]
     with pytest.raises(ValueError, match="16"):
-        _parse_tokens("short=m1")
+        parse_tokens("short=m1")
 
 
 def test_fixed_rates_parse_and_refuse_garbage() -> None:
