@@ -30,7 +30,8 @@ from backbone.testing import databases
 from backbone.testing.stack import discover
 from reconciler.application.ports import Deal
 from reconciler.application.runs import RunConfig, run_date
-from reconciler.testing.world import DAY, UTC_MIDNIGHT, ScriptedDeals, ScriptedReports, World, at
+from reconciler.testing.sources import ScriptedDeals, ScriptedReports
+from reconciler.testing.world import DAY, UTC_MIDNIGHT, World, at
 
 MIGRATIONS: Final = Path(__file__).resolve().parents[1] / "migrations"
 N: Final = int(os.environ.get("BENCH_PAYMENTS", "1000000"))

@@ -24,7 +24,8 @@ from backbone.testing.stack import free_port
 from backbone.tokens import token_hash
 from reconciler.adapters.pg_case_reads import CASE_PAYMENT_REFS
 from reconciler.adapters.tables import cases
-from reconciler.testing.world import DAY, SettlementLine, World, at
+from reconciler.testing.sources import SettlementLine
+from reconciler.testing.world import DAY, World, at
 from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql
 

@@ -17,7 +17,8 @@ from psycopg.types.json import Jsonb
 from reconciler.adapters import pg_merchants
 from reconciler.domain.cases import evidence_digest
 from reconciler.domain.merchants import merchant_of, refs_of
-from reconciler.testing.world import DAY, SettlementLine, World, at
+from reconciler.testing.sources import SettlementLine
+from reconciler.testing.world import DAY, World, at
 
 pytestmark = pytest.mark.integration
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"

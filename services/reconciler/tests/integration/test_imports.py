@@ -13,7 +13,8 @@ import pytest
 from reconciler.application.imports import import_report
 from reconciler.application.ports import AlreadyImported, Imported
 from reconciler.domain.reports import ReportRefused, parse_report, plain_settlement
-from reconciler.testing.world import DAY, SettlementLine, World, at, settlement_csv
+from reconciler.testing.sources import SettlementLine, settlement_csv
+from reconciler.testing.world import DAY, World, at
 
 pytestmark = pytest.mark.integration
 LINES = [

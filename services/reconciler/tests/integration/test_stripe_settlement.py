@@ -12,8 +12,9 @@ from reconciler.application.imports import import_report
 from reconciler.application.ports import Imported
 from reconciler.domain.reports import parse_report
 from reconciler.domain.stripe_settlement import PaidOut, settlement_csv
+from reconciler.testing.sources import bank_csv
 from reconciler.testing.stripe import DAY, WINDOW, day_of_transactions, payout
-from reconciler.testing.world import World, bank_csv
+from reconciler.testing.world import World
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,8 @@ import psycopg
 import pytest
 from reconciler.adapters.matching import LAYERS
 from reconciler.domain.merchants import EVERY_MERCHANT
-from reconciler.testing.world import DAY, SettlementLine, World, at
+from reconciler.testing.sources import SettlementLine
+from reconciler.testing.world import DAY, World, at
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,8 @@ from datetime import date
 
 import pytest
 from reconciler.domain.reports import ReportRefused, parse_report
-from reconciler.testing.world import DAY, SettlementLine, at, bank_csv, settlement_csv
+from reconciler.testing.sources import SettlementLine, bank_csv, settlement_csv
+from reconciler.testing.world import DAY, at
 
 LINE = SettlementLine("txn_1", "charge", "pi_1", "ch_1", "pay-1", "USD", 50_000, 700, "po_1", at(DAY, 10))
 

@@ -1,17 +1,12 @@
 """A reconciler on a fresh, migrated database with scriptable inputs, for tests and the benchmark.
 
 Events go through the real intake handler (encoded and decoded by the real Avro codec, as the
-consumer would hand them over); reports are CSV bytes built here in the PSP's format; MT5 deals are
-a list the test controls (``ScriptedDeals``; the real ``Mt5DealSource`` is exercised against the MT5
-simulator in its own tests).
+consumer would hand them over); reports and MT5 deals are the scripted sources of ``sources``
+(the real ``Mt5DealSource`` is exercised against the MT5 simulator in its own tests).
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -22,126 +17,32 @@ from backbone.consumer.messages import InboundEvent, UnitOfWork
 from backbone.kafka.topics import TopicCatalogue
 from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect
-from backbone.psp.reports import BANK_COLUMNS, SETTLEMENT_COLUMNS
 
 from reconciler.adapters.pg_records import PgRecordStore
 from reconciler.adapters.pg_repairs import PgRepairDesk
 from reconciler.adapters.pg_store import PgReconStore, make_engine
 from reconciler.application.intake import make_handler
-from reconciler.application.ports import Deal, NoAnswer, Unavailable
 from reconciler.application.runs import RunConfig, RunResult, run_date
 from reconciler.domain.dates import BusinessCalendar
-from reconciler.domain.reports import ReportType
+from reconciler.testing.sources import (
+    SERIAL,
+    ScriptedDeals,
+    ScriptedReports,
+    SettlementLine,
+    bank_csv,
+    settlement_csv,
+)
 
 CODEC: Final = AvroCodec(SchemaCatalogue.default())
 CATALOGUE: Final = TopicCatalogue.default()
 UTC_MIDNIGHT: Final = BusinessCalendar(UTC, time(0, 0))
 DAY: Final = date(2026, 11, 30)
 HOUR_MS: Final = 3_600_000
-_seq = itertools.count(1)
 
 
 def at(day: date, hour: int, minute: int = 0) -> int:
     """Epoch ms of ``day`` at hh:mm UTC."""
     return int(datetime.combine(day, time(hour, minute), tzinfo=UTC).timestamp() * 1000)
-
-
-@dataclass
-class ScriptedDeals:
-    deals: list[Deal] = field(default_factory=list)
-    silent: str | None = None  # a reason: the read gives NoAnswer
-
-    def balance_deals(self, from_ms: int, to_ms: int) -> list[Deal] | NoAnswer:
-        if self.silent is not None:
-            return NoAnswer(self.silent)
-        return [d for d in self.deals if from_ms <= d.time_ms <= to_ms]
-
-    def add(self, login: int, comment: str, amount: str, time_ms: int, action: int = 2) -> Deal:
-        deal = Deal(100_000 + next(_seq), login, action, comment, Decimal(amount), time_ms)
-        self.deals.append(deal)
-        return deal
-
-
-@dataclass
-class ScriptedReports:
-    provider: str = "simpsp"
-    files: dict[tuple[str, date], bytes] = field(default_factory=dict)
-    down: str | None = None
-    report_types: tuple[ReportType, ...] = ("settlement", "bank_deposits")
-
-    def fetch(self, report_type: ReportType, business_date: date) -> bytes | Unavailable:
-        if self.down is not None:
-            return Unavailable(self.down)
-        found = self.files.get((report_type, business_date))
-        return found if found is not None else Unavailable("http_404")
-
-
-@dataclass
-class SettlementLine:
-    txn_id: str
-    type: str
-    payment_intent_id: str
-    source_id: str
-    reference: str
-    currency: str
-    gross_minor: int
-    fee_minor: int
-    batch: str
-    created_ms: int
-    source_reference: str = ""
-
-
-def settlement_csv(day: date, lines: Sequence[SettlementLine]) -> bytes:
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(SETTLEMENT_COLUMNS)
-    for x in lines:
-        created = datetime.fromtimestamp(x.created_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        w.writerow(
-            (
-                day.isoformat(),
-                x.txn_id,
-                x.type,
-                x.payment_intent_id,
-                x.source_id,
-                x.reference,
-                x.source_reference,
-                x.currency,
-                x.gross_minor,
-                x.fee_minor,
-                x.gross_minor - x.fee_minor,
-                x.batch,
-                created,
-            )
-        )
-    return out.getvalue().encode()
-
-
-def bank_csv(day: date, lines: Sequence[SettlementLine], *, delta: dict[str, int] | None = None) -> bytes:
-    """The bank file that pays each batch of ``lines`` (``delta``: minor units added per batch)."""
-    sums: dict[str, list[Any]] = {}
-    for x in lines:
-        entry = sums.setdefault(x.batch, [x.currency, 0, 0])
-        entry[1] += x.gross_minor - x.fee_minor
-        entry[2] += 1
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(BANK_COLUMNS)
-    for batch, (currency, net, count) in sums.items():
-        amount = net + (delta or {}).get(batch, 0)
-        w.writerow(
-            (
-                f"dep_{batch}",
-                batch,
-                day.isoformat(),
-                (day + timedelta(days=2)).isoformat(),
-                currency,
-                amount,
-                count,
-                f"SIMPSP PAYOUT {batch}",
-            )
-        )
-    return out.getvalue().encode()
 
 
 @dataclass
@@ -181,7 +82,7 @@ class World:
         elif event_type == "MonitorAlert":
             topic = "recon.monitor-events"
         message = self.outbox.event(topic, event_type, payment_id, body, occurred_at_ms=at_ms)
-        inbound = InboundEvent(CODEC.decode(message.payload), topic, 0, next(_seq))
+        inbound = InboundEvent(CODEC.decode(message.payload), topic, 0, next(SERIAL))
         with connect(self.url, application_name="recon-test") as conn, conn.transaction():
             self.handler(UnitOfWork(conn, None, "test"), [inbound])
 
@@ -190,10 +91,10 @@ class World:
             "JournalPosted",
             payment_id,
             {
-                "journal_id": next(_seq),
+                "journal_id": next(SERIAL),
                 "reference": reference,
                 "business_date": UTC_MIDNIGHT.date_of(at_ms).isoformat(),
-                "source_event_id": f"evt-{next(_seq)}",
+                "source_event_id": f"evt-{next(SERIAL)}",
                 "entries": [
                     {
                         "account": "psp_receivable",
