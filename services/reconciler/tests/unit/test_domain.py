@@ -19,15 +19,8 @@ from reconciler.domain.cases import (
     decide,
 )
 from reconciler.domain.dates import BusinessCalendar, parse_cutoff
-from reconciler.domain.intake import (
-    Attention,
-    EventInfo,
-    IntakeRefused,
-    MoneyFact,
-    Settled,
-    is_balanced,
-    records_of,
-)
+from reconciler.domain.intake import EventInfo, IntakeRefused, is_balanced, records_of
+from reconciler.domain.records import Attention, MoneyFact, Settled
 from reconciler.testing.world import at
 
 UTC_CAL = BusinessCalendar(UTC, time(0, 0))

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from reconciler.domain.dates import BusinessCalendar
-from reconciler.domain.intake import EventInfo, IntakeRefused, MoneyFact, Mt5Operation, Settled, records_of
+from reconciler.domain.intake import EventInfo, IntakeRefused, records_of
+from reconciler.domain.records import MoneyFact, Mt5Operation, Settled
 from reconciler.testing.world import at
 
 UTC_CAL = BusinessCalendar(UTC, time(0, 0))

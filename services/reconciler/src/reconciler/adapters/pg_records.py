@@ -19,7 +19,8 @@ from backbone.outbox import OutboxWriter
 
 from reconciler.adapters import pg_merchants
 from reconciler.domain.cases import SEVERITY, CaseClass, evidence_digest
-from reconciler.domain.intake import (
+from reconciler.domain.merchants import merchant_of, refs_of
+from reconciler.domain.records import (
     Attention,
     Journal,
     MoneyFact,
@@ -29,7 +30,6 @@ from reconciler.domain.intake import (
     RepairDone,
     Settled,
 )
-from reconciler.domain.merchants import merchant_of, refs_of
 
 log = get_logger(__name__)
 ACTOR: Final = "reconciler"

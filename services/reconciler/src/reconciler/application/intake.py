@@ -16,7 +16,8 @@ from backbone.logs import get_logger
 
 from reconciler.application.ports import RecordStore
 from reconciler.domain.dates import BusinessCalendar
-from reconciler.domain.intake import EventInfo, IntakeRefused, Record, records_of
+from reconciler.domain.intake import EventInfo, IntakeRefused, records_of
+from reconciler.domain.records import Record
 
 log = get_logger(__name__)
 

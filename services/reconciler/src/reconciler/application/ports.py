@@ -21,8 +21,8 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from reconciler.domain.cases import CaseAction, Finding, KnownCase
-from reconciler.domain.intake import Record
 from reconciler.domain.merchants import KnownMerchants, MerchantRefs
+from reconciler.domain.records import Record
 from reconciler.domain.repairs import CaseView, RepairCommand, RepairStatus, RepairType, RepairView
 from reconciler.domain.reports import ParsedReport, PlainFile, ReportType
 
