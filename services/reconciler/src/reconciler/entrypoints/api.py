@@ -8,7 +8,7 @@ refused before any handler sees it (``backbone.http``); bad input gets a 4xx wit
 changes nothing; a refused act (including a missing token or permission on a POST) is audited.
 Cases, their repairs and their audit are the caller's merchants' only (``api_door``): another
 merchant's case answers as one that does not exist (404, absent from lists; a refused act audited).
-``/healthz``, ``/readyz`` and ``/metrics`` are open.
+``/healthz``, ``/readyz`` and ``/metrics`` are open. The repair routes' handlers are ``api_repairs``'.
 
     GET  /v1/runs[?date=YYYY-MM-DD&limit=]
     GET  /v1/runs/{run_id}
@@ -67,7 +67,7 @@ from reconciler.domain.decisions import (
     export_csv,
     parse_decisions,
 )
-from reconciler.domain.repairs import RepairRefused, RepairStatus, RepairType
+from reconciler.domain.repairs import RepairRefused
 from reconciler.entrypoints.api_door import SCOPE, Door, Handler
 from reconciler.entrypoints.api_input import (
     BadRequest,
@@ -79,13 +79,13 @@ from reconciler.entrypoints.api_input import (
     query_date,
     query_limit,
 )
+from reconciler.entrypoints.api_repairs import RepairRoutes
 from reconciler.settings import SERVICE_NAME, ApiSettings
 
 log = get_logger(__name__)
 VIEW, WORK, PROPOSE, APPROVE = "cases:view", "cases:work", "repairs:propose", "repairs:approve"
 PERMISSIONS: Final = frozenset({VIEW, WORK, PROPOSE, APPROVE}) | dlq_http.PERMISSIONS
 STATUSES: Final = frozenset({"open", "acknowledged", "resolved"})
-REPAIR_STATUSES: Final = frozenset(s.value for s in RepairStatus)
 NOTE_MAX: Final = 500
 BODY_MAX: Final = 2 * 1024 * 1024  # a decisions file of ROWS_MAX cases
 
@@ -138,6 +138,7 @@ class ReconApi:
         app.add_routes(aiohttp_routes(self._health))
         view, work = self._door.guard(VIEW), self._door.guard(WORK)
         propose, approve = self._door.guard(PROPOSE), self._door.guard(APPROVE)
+        repairs = RepairRoutes(self._desk, self._s.page_size_max)
         app.add_routes(
             [
                 web.get("/v1/runs", view(self.runs)),
@@ -148,11 +149,11 @@ class ReconApi:
                 web.post("/v1/cases/{case_id}/reopen", work(self.reopen)),
                 web.get("/v1/cases/{case_id}", view(self.case)),
                 web.post("/v1/cases/{case_id}/acknowledge", work(self.acknowledge)),
-                web.post("/v1/cases/{case_id}/repairs", propose(self.propose)),
-                web.get("/v1/repairs", view(self.repairs)),
-                web.get("/v1/repairs/{repair_id}", view(self.repair)),
-                web.post("/v1/repairs/{repair_id}/approve", approve(self.approve)),
-                web.post("/v1/repairs/{repair_id}/reject", approve(self.reject)),
+                web.post("/v1/cases/{case_id}/repairs", propose(repairs.propose)),
+                web.get("/v1/repairs", view(repairs.repairs)),
+                web.get("/v1/repairs/{repair_id}", view(repairs.repair)),
+                web.post("/v1/repairs/{repair_id}/approve", approve(repairs.approve)),
+                web.post("/v1/repairs/{repair_id}/reject", approve(repairs.reject)),
                 web.get("/v1/audit", view(self.audit)),
             ]
         )
@@ -237,55 +238,6 @@ class ReconApi:
         )
         return json_response(200, {"case_id": case_id, "status": status.value})
 
-    async def propose(self, request: web.Request, caller: Caller) -> web.Response:
-        case_id = path_id(request, "case_id")
-        body = await json_body(request)
-        raw_type = body.get("repair_type")
-        try:
-            repair_type = RepairType(str(raw_type))
-        except ValueError:
-            kinds = ", ".join(t.value for t in RepairType)
-            raise BadRequest(400, "bad_body", f"repair_type must be one of {kinds}") from None
-        reason = body.get("reason")
-        if not isinstance(reason, str):
-            raise BadRequest(400, "bad_body", "reason: why, a string")
-        amount, currency, login = body.get("amount_minor"), body.get("currency"), body.get("mt5_login")
-        for name, value, kind in (
-            ("amount_minor", amount, int),
-            ("currency", currency, str),
-            ("mt5_login", login, int),
-        ):
-            if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-                raise BadRequest(
-                    400, "bad_body", f"{name} must be {'an integer' if kind is int else 'a string'}"
-                )
-        extra = set(body) - {"repair_type", "reason", "amount_minor", "currency", "mt5_login"}
-        if extra:
-            raise BadRequest(400, "bad_body", f"unknown field(s): {', '.join(sorted(extra))}")
-        proposed = await asyncio.to_thread(
-            lambda: acts.propose(
-                self._desk,
-                caller.principal,
-                case_id,
-                repair_type,
-                reason=reason,
-                amount_minor=amount,
-                currency=currency,
-                mt5_login=login,
-                scope=request[SCOPE],
-            )
-        )
-        return json_response(
-            201 if proposed.changed else 200,
-            {
-                "repair_id": proposed.repair_id,
-                "status": proposed.status.value,
-                "command_digest": proposed.command_digest,
-                "revision": proposed.revision,
-                "changed": proposed.changed,
-            },
-        )
-
     async def reopen(self, request: web.Request, caller: Caller) -> web.Response:
         case_id = path_id(request, "case_id")
         reason = (await json_body(request)).get("reason")
@@ -329,51 +281,6 @@ class ReconApi:
             lambda: acts.decide(self._desk, caller.principal, decisions, scope=request[SCOPE])
         )
         return json_response(200, {"results": [dataclasses.asdict(r) for r in results]})
-
-    async def repairs(self, request: web.Request, _: Caller) -> web.Response:
-        status = request.query.get("status")
-        if status is not None and status not in REPAIR_STATUSES:
-            raise BadRequest(400, "bad_query", f"status must be one of {', '.join(sorted(REPAIR_STATUSES))}")
-        raw_case = request.query.get("case_id")
-        if raw_case is not None and (not raw_case.isdigit() or len(raw_case) > 18):
-            raise BadRequest(400, "bad_query", "case_id must be a positive integer")
-        rows = await asyncio.to_thread(
-            lambda: self._desk.repairs_where(
-                case_id=int(raw_case) if raw_case is not None else None,
-                status=status,
-                limit=query_limit(request.query.get("limit"), self._s.page_size_max),
-                scope=request[SCOPE],
-            )
-        )
-        return json_response(200, {"repairs": rows})
-
-    async def repair(self, request: web.Request, _: Caller) -> web.Response:
-        repair_id = path_id(request, "repair_id")
-        found = await asyncio.to_thread(lambda: self._desk.repair(repair_id, scope=request[SCOPE]))
-        if found is None:
-            raise BadRequest(404, "not_found", "no such repair")
-        return json_response(200, found)
-
-    async def approve(self, request: web.Request, caller: Caller) -> web.Response:
-        repair_id = path_id(request, "repair_id")
-        body = await json_body(request)
-        digest = body.get("command_digest")
-        if not isinstance(digest, str) or len(digest) != 64:
-            raise BadRequest(400, "bad_body", "command_digest: the 64-hex digest of the command you approve")
-        status = await asyncio.to_thread(
-            lambda: acts.approve(self._desk, caller.principal, repair_id, digest, scope=request[SCOPE])
-        )
-        return json_response(200, {"repair_id": repair_id, "status": status.value})
-
-    async def reject(self, request: web.Request, caller: Caller) -> web.Response:
-        repair_id = path_id(request, "repair_id")
-        reason = (await json_body(request)).get("reason")
-        if not isinstance(reason, str):
-            raise BadRequest(400, "bad_body", "reason: why, a string")
-        await asyncio.to_thread(
-            lambda: acts.reject(self._desk, caller.principal, repair_id, reason, scope=request[SCOPE])
-        )
-        return json_response(200, {"repair_id": repair_id, "status": RepairStatus.REJECTED.value})
 
     async def audit(self, request: web.Request, _: Caller) -> web.Response:
         rows = await asyncio.to_thread(
