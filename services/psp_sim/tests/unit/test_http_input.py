@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from aiohttp import web
-from psp_sim.entrypoints.http_api import prepare_body, request_digest
+from psp_sim.entrypoints.http_input import prepare_body, request_digest
 
 
 def _code(result: object, status: int = 400) -> str:

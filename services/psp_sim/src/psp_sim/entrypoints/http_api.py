@@ -4,24 +4,18 @@ call fault does to the answer after the commit.
 Every POST needs ``Authorization: Bearer <key>`` and an ``Idempotency-Key``; the raw body is checked
 for card data before it is parsed (and is never logged). The request digest is SHA-256 over
 ``METHOD path`` and the body's canonical JSON (sorted keys), so whitespace or key order never turn
-one request into two.
+one request into two. Those checks are ``http_input``'s; the report runs are ``http_reports``'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import hashlib
 import hmac
-import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
 
 from aiohttp import web
-from backbone import bodies
-from backbone.bodies import JSON
-from backbone.carddata import find_card_field, find_card_number
 from backbone.health import Health, aiohttp_routes
 from backbone.logs import get_logger
 
@@ -29,106 +23,26 @@ from psp_sim.adapters import store
 from psp_sim.adapters.delivery import WebhookDeliverer
 from psp_sim.application.service import Outcome, PspService, Response
 from psp_sim.domain import requests as req
-from psp_sim.domain.wire import ErrorType, dumps, error_json
+from psp_sim.entrypoints.http_input import (
+    IDEMPOTENCY_KEY_LENGTH_MAX,
+    error_response,
+    has_nul,
+    natural,
+    nul_refusal,
+    prepare_body,
+    request_digest,
+    valid_key,
+)
+from psp_sim.entrypoints.http_reports import ReportFiles, ReportRuns
 from psp_sim.metrics import FAULTS_APPLIED, REQUEST_SECONDS, REQUESTS
 
 log = get_logger(__name__)
-IDEMPOTENCY_KEY_LENGTH_MAX: Final = 255
 _OPEN_PATHS: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 _EVENT_PARAMS: Final = frozenset({"created[gte]", "created[lte]", "limit", "starting_after"})
 
 
-def _natural(raw: str) -> int | None:
-    """A whole number 0..2**62 written in ASCII digits, or None."""
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
-
-
-def error_response(status: int, error_type: ErrorType, code: str, message: str, **extra: Any) -> web.Response:
-    return web.Response(
-        status=status,
-        body=dumps(error_json(error_type, code, message, **extra)),
-        content_type="application/json",
-    )
-
-
 def _json(response: Response) -> web.Response:
     return web.Response(status=response.status, body=response.body, content_type="application/json")
-
-
-def _valid_key(key: str | None) -> bool:
-    return (
-        key is not None
-        and 0 < len(key) <= IDEMPOTENCY_KEY_LENGTH_MAX
-        and all(33 <= ord(c) <= 126 for c in key)
-    )
-
-
-def prepare_body(raw: bytes, content_type: str = JSON) -> dict[str, Any] | web.Response:
-    """The parsed JSON object of a write, or the 4xx that refuses it: what ``backbone.bodies``
-    refuses (media type, syntax, nesting), card data, not an object."""
-    if find_card_number(raw.decode("latin-1")):  # before anything else, valid JSON or not
-        return _card_refusal()
-    parsed = bodies.parse(raw, content_type, None, bodies.JSON_TYPES)
-    match parsed:
-        case bodies.Refusal(status=status, code=code, message=message):
-            return error_response(status, "invalid_request_error", code, message)
-    if find_card_number(parsed.text):
-        return _card_refusal()
-    document = {} if parsed.document is None else parsed.document
-    if not isinstance(document, dict):
-        return error_response(400, "invalid_request_error", "invalid_json", "The body must be a JSON object.")
-    if find_card_field(document):
-        return _card_refusal()
-    return document
-
-
-def has_nul(query: Mapping[str, str]) -> bool:
-    """A NUL character in a query name or value (PostgreSQL's text cannot hold one)."""
-    return any("\x00" in name or "\x00" in value for name, value in query.items())
-
-
-def _nul_refusal() -> web.Response:
-    return error_response(
-        400, "invalid_request_error", "parameter_invalid", "NUL characters are not accepted."
-    )
-
-
-def _card_refusal() -> web.Response:
-    return error_response(
-        400,
-        "invalid_request_error",
-        "card_data_forbidden",
-        "Raw card data (card numbers, security codes) is not accepted: send a payment method token.",
-    )
-
-
-def request_digest(method: str, path: str, document: dict[str, Any]) -> bytes:
-    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(f"{method} {path}\n".encode() + canonical.encode()).digest()
-
-
-class ReportFiles(Protocol):
-    """What the report endpoints read (the control service computes the files)."""
-
-    async def settlement_csv(self, day: dt.date, seed: str | None) -> str: ...
-
-    async def bank_csv(self, day: dt.date, seed: str | None, batch_id: str | None = None) -> str: ...
-
-
-REPORT_TYPES: Final = {"settlement.itemized": "settlement", "payouts.bank_deposits": "bank_deposits"}
-
-
-def _report_run(kind: str, day: dt.date) -> dict[str, Any]:
-    report_type = next(k for k, v in REPORT_TYPES.items() if v == kind)
-    file_id = f"file_{kind}_{day:%Y%m%d}"
-    return {
-        "id": f"frr_{kind}_{day:%Y%m%d}",
-        "object": "reporting.report_run",
-        "report_type": report_type,
-        "parameters": {"business_date": day.isoformat()},
-        "status": "succeeded",
-        "result": {"id": file_id, "object": "file", "url": f"/v1/files/{file_id}/contents"},
-    }
 
 
 class ApiHandlers:
@@ -140,7 +54,7 @@ class ApiHandlers:
         reports: ReportFiles | None = None,
     ) -> None:
         self._service, self._deliverer, self._api_key = service, deliverer, api_key.encode()
-        self._reports = reports
+        self.reports = ReportRuns(reports)
 
     @web.middleware
     async def middleware(
@@ -167,7 +81,7 @@ class ApiHandlers:
                 401, "authentication_error", "invalid_api_key", "Invalid or missing API key."
             )
         if has_nul(request.query):
-            return _nul_refusal()
+            return nul_refusal()
         try:
             return await handler(request)
         except web.HTTPRequestEntityTooLarge:
@@ -206,7 +120,7 @@ class ApiHandlers:
     ) -> web.StreamResponse:
         raw = await request.read()
         key = request.headers.get("Idempotency-Key")
-        if not _valid_key(key) or key is None:
+        if not valid_key(key) or key is None:
             return error_response(
                 400,
                 "invalid_request_error",
@@ -321,7 +235,7 @@ class ApiHandlers:
         bounds: dict[str, int] = {}
         for name, default in (("created[gte]", 0), ("created[lte]", 2**62), ("limit", 10)):
             raw = query.get(name)
-            value = default if raw is None else _natural(raw)
+            value = default if raw is None else natural(raw)
             if value is None or (name == "limit" and not 1 <= value <= store.EVENTS_PAGE_MAX):
                 return error_response(
                     400,
@@ -340,72 +254,6 @@ class ApiHandlers:
                 limit=bounds["limit"],
             )
         )
-
-    # -- reports (Stripe-like report runs; the simulator's runs succeed at once) ----------------------
-
-    async def create_report_run(self, request: web.Request) -> web.StreamResponse:
-        document = prepare_body(await request.read(), request.content_type)
-        if isinstance(document, web.Response):
-            return document
-        kind = REPORT_TYPES.get(str(document.get("report_type")))
-        params = document.get("parameters")
-        day = _report_date(params.get("business_date") if isinstance(params, dict) else None)
-        if kind is None:
-            return error_response(
-                400,
-                "invalid_request_error",
-                "parameter_invalid",
-                f"report_type must be one of {', '.join(REPORT_TYPES)}.",
-                param="report_type",
-            )
-        if day is None:
-            return error_response(
-                400,
-                "invalid_request_error",
-                "parameter_invalid",
-                "parameters.business_date must be a date YYYY-MM-DD.",
-                param="parameters.business_date",
-            )
-        return web.json_response(_report_run(kind, day))
-
-    async def retrieve_report_run(self, request: web.Request) -> web.StreamResponse:
-        parsed = _parse_report_id(request.match_info["id"], "frr_")
-        if parsed is None:
-            return error_response(404, "invalid_request_error", "resource_missing", "No such report run.")
-        return web.json_response(_report_run(*parsed))
-
-    async def file_contents(self, request: web.Request) -> web.StreamResponse:
-        parsed = _parse_report_id(request.match_info["id"], "file_")
-        if parsed is None or self._reports is None:
-            return error_response(404, "invalid_request_error", "resource_missing", "No such file.")
-        kind, day = parsed
-        if kind == "settlement":
-            text = await self._reports.settlement_csv(day, None)
-        else:
-            text = await self._reports.bank_csv(day, None)
-        return web.Response(body=text.encode(), content_type="text/csv", charset="utf-8")
-
-
-def _report_date(value: object) -> dt.date | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        return None
-
-
-def _parse_report_id(value: str, prefix: str) -> tuple[str, dt.date] | None:
-    """(kind, date) from ``frr_<kind>_<YYYYMMDD>`` / ``file_<kind>_<YYYYMMDD>``."""
-    if not value.startswith(prefix):
-        return None
-    kind, _, stamp = value[len(prefix) :].rpartition("_")
-    if kind not in REPORT_TYPES.values() or len(stamp) != 8 or not stamp.isdigit():
-        return None
-    try:
-        return kind, dt.datetime.strptime(stamp, "%Y%m%d").date()
-    except ValueError:
-        return None
 
 
 def api_app(handlers: ApiHandlers, health: Health, body_max_bytes: int) -> web.Application:
@@ -427,9 +275,9 @@ def api_app(handlers: ApiHandlers, health: Health, body_max_bytes: int) -> web.A
             web.get("/v1/payouts", h.list_payouts),
             web.get("/v1/payouts/{id}", h.retrieve_payout),
             web.get("/v1/events", h.list_events),
-            web.post("/v1/reporting/report_runs", h.create_report_run),
-            web.get("/v1/reporting/report_runs/{id}", h.retrieve_report_run),
-            web.get("/v1/files/{id}/contents", h.file_contents),
+            web.post("/v1/reporting/report_runs", h.reports.create_report_run),
+            web.get("/v1/reporting/report_runs/{id}", h.reports.retrieve_report_run),
+            web.get("/v1/files/{id}/contents", h.reports.file_contents),
             *aiohttp_routes(health),
         ]
     )

@@ -21,7 +21,7 @@ from psp_sim.application.service import Response
 from psp_sim.domain.intents import ActionOutcome
 from psp_sim.domain.reports import parse_batch_id
 from psp_sim.domain.wire import dumps
-from psp_sim.entrypoints.http_api import has_nul
+from psp_sim.entrypoints.http_input import has_nul
 
 BODY_MAX_BYTES: Final = 65_536
 DELIVERIES_LIMIT_MAX: Final = 10_000
