@@ -18,10 +18,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from psp_sim.adapters import payout_store, queue, store
 from psp_sim.adapters.store import Conn
+from psp_sim.application.answers import Response, not_found
 from psp_sim.application.config import ConfigError, ConfigHolder, SimConfig, apply_overrides
 from psp_sim.application.effects import dispute_effect, payout_effect, refund_effect, refused
 from psp_sim.application.faults import FaultBook, FaultRule
-from psp_sim.application.service import PspService, Response, not_found
+from psp_sim.application.service import PspService
 from psp_sim.domain import intents as domain
 from psp_sim.domain import payouts, reports
 from psp_sim.domain.fees import FeeSchedule

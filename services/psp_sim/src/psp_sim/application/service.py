@@ -16,13 +16,13 @@ A write, in order, inside one transaction:
 After the commit the entrypoint applies what the call fault asks (lose the answer, hang, deliver the
 webhooks first). Answers of 400 validation errors, 401, 404 and 409 are not recorded (as Stripe);
 state refusals (400 ``payment_intent_unexpected_state``, ``amount_too_large``) and declines (402) are.
+The reads are ``reads.PspReads`` (``PspService.reads``), sharing this service's fault book.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from backbone.ids import new_id
 from backbone.invariants import unreachable
@@ -31,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 from psp_sim.adapters import payout_store, queue, store
 from psp_sim.adapters.queue import NewEvent
 from psp_sim.adapters.store import Conn
+from psp_sim.application.answers import Outcome, Response, not_found
 from psp_sim.application.config import ConfigHolder
 from psp_sim.application.effects import (
     Effect,
@@ -39,7 +40,8 @@ from psp_sim.application.effects import (
     payout_effect,
     refund_effect,
 )
-from psp_sim.application.faults import CALL_KINDS, EFFECT_KINDS, FaultBook, FaultRule
+from psp_sim.application.faults import CALL_KINDS, EFFECT_KINDS, FaultBook
+from psp_sim.application.reads import PspReads
 from psp_sim.domain import intents as domain
 from psp_sim.domain import payouts
 from psp_sim.domain.fees import FeeSchedule
@@ -53,15 +55,7 @@ from psp_sim.domain.requests import (
     CreatePayout,
     CreateRefund,
 )
-from psp_sim.domain.wire import (
-    dumps,
-    error_json,
-    event_body,
-    intent_json,
-    list_json,
-    payout_json,
-    refund_json,
-)
+from psp_sim.domain.wire import dumps, error_json, event_body, intent_json
 
 _NO_EFFECT_KINDS = frozenset({"fail_without_apply", "hang_without_apply"})
 PENDING = frozenset({"refund_pending"})
@@ -72,26 +66,6 @@ SETTLE_BATCH_MAX = 100
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    status: int
-    body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """An answer plus the call fault that hit it (the entrypoint acts on it after the commit)."""
-
-    response: Response
-    fault: FaultRule | None = None
-    sync_deliveries: tuple[int, ...] = ()
-
-
-def not_found(kind: str, object_id: str) -> Response:
-    body = error_json("invalid_request_error", "resource_missing", f"No such {kind}: '{object_id}'")
-    return Response(404, dumps(body))
 
 
 Decide = Callable[[Intent | None, int], Effect]
@@ -112,6 +86,7 @@ class PspService:
         self._pool, self._config, self._faults, self._fees = pool, config, faults, fees
         self._wake, self._sync_lease_ms, self._clock_ms = wake, sync_lease_ms, clock_ms
         self._saved_faults = faults.version
+        self.reads = PspReads(pool, faults, self.keep_faults)
 
     async def keep_faults(self, conn: Conn) -> None:
         """Save the fault book if it changed (a rule spent some budget), in the caller's
@@ -331,80 +306,6 @@ class PspService:
             if take_now:
                 claimed.extend(ids)
         return queued, tuple(claimed)
-
-    # -- reads ----------------------------------------------------------------------------------------
-
-    async def _read(self, refs: tuple[str, ...], response: Response) -> Outcome:
-        fault = self._faults.take(CALL_KINDS, "retrieve", refs)
-        if fault is not None:
-            async with self._pool.connection() as conn:
-                await self.keep_faults(conn)
-        return Outcome(response, fault)
-
-    async def retrieve_intent(self, intent_id: str) -> Outcome:
-        async with self._pool.connection() as conn:
-            intent = await store.get_intent(conn, intent_id)
-        if intent is None:
-            return await self._read((), not_found("payment_intent", intent_id))
-        refs = (intent.reference,) if intent.reference else ()
-        return await self._read(refs, Response(200, dumps(intent_json(intent))))
-
-    async def intents_by_reference(self, reference: str) -> Outcome:
-        async with self._pool.connection() as conn:
-            found = await store.intents_by_reference(conn, reference)
-        return await self._read(
-            (reference,), Response(200, dumps(list_json([intent_json(i) for i in found])))
-        )
-
-    async def retrieve_refund(self, refund_id: str) -> Outcome:
-        async with self._pool.connection() as conn:
-            refund = await store.get_refund(conn, refund_id)
-        if refund is None:
-            return await self._read((), not_found("refund", refund_id))
-        refs = (refund.reference,) if refund.reference else ()
-        return await self._read(refs, Response(200, dumps(refund_json(refund))))
-
-    async def refunds_where(self, *, reference: str | None, intent_id: str | None) -> Outcome:
-        async with self._pool.connection() as conn:
-            found = await store.refunds_where(conn, reference=reference, intent_id=intent_id)
-        refs = (reference,) if reference else ()
-        return await self._read(refs, Response(200, dumps(list_json([refund_json(r) for r in found]))))
-
-    async def events_page(
-        self, *, created_gte: int, created_lte: int, starting_after: str | None, limit: int
-    ) -> Outcome:
-        """``GET /v1/events``: a page of events, newest first, each the exact bytes its webhooks
-        carried (a merchant catching up on missed webhooks reads the same events)."""
-        async with self._pool.connection() as conn:
-            try:
-                bodies, more = await store.events_page(
-                    conn,
-                    created_gte=created_gte,
-                    created_lte=created_lte,
-                    starting_after=starting_after,
-                    limit=limit,
-                )
-            except store.UnknownCursor:
-                return await self._read((), not_found("event", starting_after or ""))
-        body = b'{"object":"list","url":"/v1/events","has_more":%s,"data":[%s]}' % (
-            b"true" if more else b"false",
-            b",".join(bodies),
-        )
-        return await self._read((), Response(200, body))
-
-    async def retrieve_payout(self, payout_id: str) -> Outcome:
-        async with self._pool.connection() as conn:
-            payout = await payout_store.get_payout(conn, payout_id)
-        if payout is None:
-            return await self._read((), not_found("payout", payout_id))
-        return await self._read((payout.reference,), Response(200, dumps(payout_json(payout))))
-
-    async def payouts_by_reference(self, reference: str) -> Outcome:
-        async with self._pool.connection() as conn:
-            found = await payout_store.payouts_by_reference(conn, reference)
-        return await self._read(
-            (reference,), Response(200, dumps(list_json([payout_json(p) for p in found])))
-        )
 
 
 def _loaded(intent: Intent | None) -> Intent:

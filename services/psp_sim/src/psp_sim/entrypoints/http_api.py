@@ -21,7 +21,8 @@ from backbone.logs import get_logger
 
 from psp_sim.adapters import store
 from psp_sim.adapters.delivery import WebhookDeliverer
-from psp_sim.application.service import Outcome, PspService, Response
+from psp_sim.application.answers import Outcome, Response
+from psp_sim.application.service import PspService
 from psp_sim.domain import requests as req
 from psp_sim.entrypoints.http_input import (
     IDEMPOTENCY_KEY_LENGTH_MAX,
@@ -177,7 +178,7 @@ class ApiHandlers:
         return await self._write(request, req.parse_payout, self._service.create_payout)
 
     async def retrieve_payout(self, request: web.Request) -> web.StreamResponse:
-        return await self._finish(await self._service.retrieve_payout(request.match_info["id"]))
+        return await self._finish(await self._service.reads.retrieve_payout(request.match_info["id"]))
 
     async def list_payouts(self, request: web.Request) -> web.StreamResponse:
         reference = request.query.get("reference")
@@ -189,10 +190,10 @@ class ApiHandlers:
                 "Listing payouts needs ?reference=.",
                 param="reference",
             )
-        return await self._finish(await self._service.payouts_by_reference(reference))
+        return await self._finish(await self._service.reads.payouts_by_reference(reference))
 
     async def retrieve_intent(self, request: web.Request) -> web.StreamResponse:
-        return await self._finish(await self._service.retrieve_intent(request.match_info["id"]))
+        return await self._finish(await self._service.reads.retrieve_intent(request.match_info["id"]))
 
     async def list_intents(self, request: web.Request) -> web.StreamResponse:
         reference = request.query.get("reference")
@@ -204,10 +205,10 @@ class ApiHandlers:
                 "Listing payment intents needs ?reference=.",
                 param="reference",
             )
-        return await self._finish(await self._service.intents_by_reference(reference))
+        return await self._finish(await self._service.reads.intents_by_reference(reference))
 
     async def retrieve_refund(self, request: web.Request) -> web.StreamResponse:
-        return await self._finish(await self._service.retrieve_refund(request.match_info["id"]))
+        return await self._finish(await self._service.reads.retrieve_refund(request.match_info["id"]))
 
     async def list_refunds(self, request: web.Request) -> web.StreamResponse:
         reference, intent_id = request.query.get("reference"), request.query.get("payment_intent")
@@ -219,7 +220,7 @@ class ApiHandlers:
                 "Listing refunds needs ?reference= or ?payment_intent=.",
             )
         return await self._finish(
-            await self._service.refunds_where(reference=reference or None, intent_id=intent_id)
+            await self._service.reads.refunds_where(reference=reference or None, intent_id=intent_id)
         )
 
     async def list_events(self, request: web.Request) -> web.StreamResponse:
@@ -247,7 +248,7 @@ class ApiHandlers:
             bounds[name] = value
         after = query.get("starting_after")
         return await self._finish(
-            await self._service.events_page(
+            await self._service.reads.events_page(
                 created_gte=bounds["created[gte]"],
                 created_lte=bounds["created[lte]"],
                 starting_after=after or None,

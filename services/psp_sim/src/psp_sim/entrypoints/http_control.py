@@ -14,10 +14,10 @@ from aiohttp import web
 from backbone import bodies
 from backbone.health import Health, aiohttp_routes
 
+from psp_sim.application.answers import Response
 from psp_sim.application.config import ConfigError
 from psp_sim.application.control import DISPUTE_REASONS, ControlService
 from psp_sim.application.faults import FaultBook, FaultRuleError
-from psp_sim.application.service import Response
 from psp_sim.domain.intents import ActionOutcome
 from psp_sim.domain.reports import parse_batch_id
 from psp_sim.domain.wire import dumps
