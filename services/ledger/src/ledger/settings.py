@@ -17,7 +17,7 @@ from backbone.kafka.topics import topic_name
 from backbone.settings import Secret, SettingsError, load_settings, setting
 
 from ledger.domain.accounts import currency_problem
-from ledger.domain.rules import PostingPolicy
+from ledger.domain.rule_base import PostingPolicy
 
 T = TypeVar("T")
 SERVICE_NAME: Final = "ledger"

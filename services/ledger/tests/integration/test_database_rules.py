@@ -18,7 +18,8 @@ from ledger.adapters.roles import provision_runtime_role
 from ledger.application.posting import post_drafts
 from ledger.bootstrap import outbox_writer
 from ledger.domain.journals import JournalDraft
-from ledger.domain.rules import EventMeta, PostingPolicy, draft_for_event
+from ledger.domain.rule_base import EventMeta, PostingPolicy
+from ledger.domain.rules import draft_for_event
 from ledger.settings import LedgerSettings
 from ledger.testing.database import MIGRATIONS, LedgerDatabase, with_user
 from ledger.testing.facts import deposit

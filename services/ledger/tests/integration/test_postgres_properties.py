@@ -18,7 +18,7 @@ from ledger.application.events import make_handler
 from ledger.application.verification import check_balances, verify_chain
 from ledger.bootstrap import outbox_writer
 from ledger.domain.journals import unbalanced_currencies
-from ledger.domain.rules import PostingPolicy
+from ledger.domain.rule_base import PostingPolicy
 from ledger.settings import LedgerSettings
 from ledger.testing.database import create_ledger_database
 from ledger.testing.facts import ENDINGS, Fact, deposit

@@ -15,7 +15,7 @@ from ledger.application.verification import check_balances, verify_chain
 from ledger.bootstrap import outbox_writer
 from ledger.domain.accounts import AccountKey
 from ledger.domain.journals import unbalanced_currencies
-from ledger.domain.rules import PostingPolicy
+from ledger.domain.rule_base import PostingPolicy
 from ledger.settings import LedgerSettings
 from ledger.testing.database import LedgerDatabase
 from ledger.testing.facts import WITHDRAWAL_ENDINGS, Fact, deposit, withdrawal

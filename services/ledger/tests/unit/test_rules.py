@@ -7,7 +7,8 @@ from zoneinfo import ZoneInfo
 
 from ledger.domain.accounts import AccountKey, Direction
 from ledger.domain.journals import JournalDraft, Rejected, RejectReason, SourceType
-from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, RuleResult, draft_for_event
+from ledger.domain.rule_base import EventMeta, Ignored, PostingPolicy, RuleResult
+from ledger.domain.rules import draft_for_event
 from ledger.testing.facts import Fact, deposit, with_body
 
 POLICY = PostingPolicy()

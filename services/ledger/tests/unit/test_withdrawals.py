@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from ledger.domain.accounts import CHART, AccountKey, AccountType
 from ledger.domain.journals import JournalDraft, Rejected, RejectReason, unbalanced_currencies
-from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, RuleResult, draft_for_event
+from ledger.domain.rule_base import EventMeta, Ignored, PostingPolicy, RuleResult
+from ledger.domain.rules import draft_for_event
 from ledger.testing.facts import (
     WITHDRAWAL_ENDINGS,
     Fact,

@@ -30,8 +30,10 @@ from ledger.application.ports import LedgerStore
 from ledger.application.posting import apply_decision, decide_drafts
 from ledger.application.repairs import RepairOutcome, RepairRequest, draft_for_repair, outcome_of, request_of
 from ledger.domain.journals import JournalDraft, Rejected
+from ledger.domain.mt5_rules import waits_for_other_keys
 from ledger.domain.posting import AlreadyPosted, BelowFloor, ConflictingDuplicate, Posted, PostingOutcome
-from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, draft_for_event, waits_for_other_keys
+from ledger.domain.rule_base import EventMeta, Ignored, PostingPolicy
+from ledger.domain.rules import draft_for_event
 
 log = get_logger(__name__)
 

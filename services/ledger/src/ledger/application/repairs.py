@@ -24,7 +24,8 @@ from backbone.repairs import RepairCommand, command_for, outcome_body
 
 from ledger.domain.journals import DetailValue, JournalDraft, Rejected, Source, SourceType
 from ledger.domain.posting import AlreadyPosted, BelowFloor, ConflictingDuplicate, Posted, PostingOutcome
-from ledger.domain.rules import EventMeta, Ignored, PostingPolicy, draft_for_event
+from ledger.domain.rule_base import EventMeta, Ignored, PostingPolicy
+from ledger.domain.rules import draft_for_event
 
 TARGET: Final = "ledger"
 EXECUTES: Final = frozenset({"post_journal"})

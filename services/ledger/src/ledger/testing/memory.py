@@ -14,7 +14,7 @@ from backbone.consumer.messages import first_occurrences
 
 from ledger.adapters.memory_store import InMemoryLedgerStore
 from ledger.application.events import PostingRejected, PostingWaits, make_handler
-from ledger.domain.rules import PostingPolicy
+from ledger.domain.rule_base import PostingPolicy
 from ledger.testing.facts import Fact
 
 TOPICS = {"payments": "payments.events", "mt5": "mt5.credit-events", "repairs": "recon.repair-commands"}

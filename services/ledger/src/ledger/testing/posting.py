@@ -12,7 +12,7 @@ from backbone.postgres import connect
 from ledger.adapters.postgres_store import PgLedgerStore
 from ledger.application.events import make_handler
 from ledger.bootstrap import outbox_writer
-from ledger.domain.rules import PostingPolicy
+from ledger.domain.rule_base import PostingPolicy
 from ledger.settings import LedgerSettings
 from ledger.testing.facts import Fact
 from ledger.testing.memory import TOPICS
