@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Final, TypeVar
 
@@ -74,6 +75,53 @@ def serve() -> None:
     pool = AsyncConnectionPool(
         settings.database_url.reveal(), min_size=1, max_size=settings.pool_size_max, open=False
     )
+    clients = _service_clients(settings, merchant_tokens, credit_tokens)
+    web_app = Console(
+        settings,
+        PgConsoleStore(pool),
+        clients.recon,
+        clients.payments,
+        Health.configured(),
+        clients.credit,
+        clients.ledger,
+        gateway=clients.gateway,
+        payment_ops=clients.payment_ops,
+    ).app()
+
+    async def start(_: object) -> None:
+        await pool.open(wait=False)  # fills in the background; /readyz says when
+        for client in clients.configured():
+            await client.start()
+
+    async def stop(_: object) -> None:
+        for client in clients.configured():
+            await client.close()
+        await pool.close()
+
+    web_app.on_startup.append(start)
+    web_app.on_cleanup.append(stop)
+    run(web_app, settings)
+
+
+@dataclass(frozen=True)
+class _Clients:
+    """The services the console calls; None: not configured (its pages then say so)."""
+
+    recon: OperatorClient
+    credit: OperatorClient | None
+    payments: PaymentsClient | None
+    ledger: OperatorClient | None
+    gateway: OperatorClient | None
+    payment_ops: OperatorClient | None
+
+    def configured(self) -> list[OperatorClient | PaymentsClient]:
+        every = (self.recon, self.credit, self.ledger, self.gateway, self.payment_ops, self.payments)
+        return [c for c in every if c is not None]
+
+
+def _service_clients(
+    settings: ConsoleSettings, merchant_tokens: dict[str, str], credit_tokens: dict[str, str]
+) -> _Clients:
     timeout = float(settings.service_timeout_s)
     recon = OperatorClient(
         "reconciler",
@@ -105,32 +153,7 @@ def serve() -> None:
         permissions.PAYMENT_STATE,
         timeout,
     )
-    clients = [c for c in (recon, credit, ledger, gateway, payment_ops, payments) if c is not None]
-    web_app = Console(
-        settings,
-        PgConsoleStore(pool),
-        recon,
-        payments,
-        Health.configured(),
-        credit,
-        ledger,
-        gateway=gateway,
-        payment_ops=payment_ops,
-    ).app()
-
-    async def start(_: object) -> None:
-        await pool.open(wait=False)  # fills in the background; /readyz says when
-        for client in clients:
-            await client.start()
-
-    async def stop(_: object) -> None:
-        for client in clients:
-            await client.close()
-        await pool.close()
-
-    web_app.on_startup.append(start)
-    web_app.on_cleanup.append(stop)
-    run(web_app, settings)
+    return _Clients(recon, credit, payments, ledger, gateway, payment_ops)
 
 
 def _operator_client(
