@@ -105,18 +105,7 @@ def _run(
     run_id: int,
     progress: Progress,
 ) -> RunResult:
-    problems: list[str] = []
-    if reports is not None:
-        for report_type in reports.report_types:
-            progress(f"fetching the {report_type} report")
-            data = reports.fetch(report_type, day)
-            if isinstance(data, Unavailable):
-                problems.append(f"{report_type} report of {config.provider} unavailable: {data.reason}")
-                continue
-            try:
-                import_report(store, config.provider, report_type, day, data, "api")
-            except ReportRefused as refused:
-                problems.append(f"{report_type} report refused: {refused}")
+    problems = [] if reports is None else _fetch_reports(store, reports, config, day, progress)
     failpoints.hit("reconciler.run.imported")
     settlement_id = store.latest_import(config.provider, "settlement", day)
     bank_id = store.latest_import(config.provider, "bank_deposits", day)
@@ -166,6 +155,25 @@ def _run(
         problems=problems,
     )
     return RunResult(run_id, day, status, problems, counts, case_counts, findings)
+
+
+def _fetch_reports(
+    store: ReconStore, reports: ReportSource, config: RunConfig, day: date, progress: Progress
+) -> list[str]:
+    """Fetch and import every report type the source serves; the problems of those that could not
+    be fetched or were refused (the run is then incomplete)."""
+    problems: list[str] = []
+    for report_type in reports.report_types:
+        progress(f"fetching the {report_type} report")
+        data = reports.fetch(report_type, day)
+        if isinstance(data, Unavailable):
+            problems.append(f"{report_type} report of {config.provider} unavailable: {data.reason}")
+            continue
+        try:
+            import_report(store, config.provider, report_type, day, data, "api")
+        except ReportRefused as refused:
+            problems.append(f"{report_type} report refused: {refused}")
+    return problems
 
 
 def _merchants(store: ReconStore, findings: list[Finding]) -> dict[str, str | None]:
