@@ -149,6 +149,12 @@ EXCEPTIONS: Final[dict[tuple[str, str], Excused]] = {
         "psp_sim.adapters.store",
         "psycopg_pool",
     ),
+    (APPLICATION, "services/psp_sim/src/psp_sim/application/reads.py"): _excused(
+        _PSP_SIM_APP,
+        "psp_sim.adapters.payout_store",
+        "psp_sim.adapters.store",
+        "psycopg_pool",
+    ),
     (PORTS, "services/psp_sim/src/psp_sim/application/ports.py"): _excused(_PSP_SIM_APP),
     (PORTS, "services/webhook_gateway/src/webhook_gateway/application/ports.py"): _excused(
         "the gateway's ports are declared beside their use cases (ingest.py, catch_up.py), next to"

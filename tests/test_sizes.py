@@ -35,13 +35,8 @@ EXCEPTIONS: Final[dict[str, str]] = {
     "libs/src/backbone/testing/drill/workload.py::Workload._deposit": SPLITTING,
     "libs/src/backbone/testing/system.py": SPLITTING,
     "libs/src/backbone/tracing.py": SPLITTING,
-    "services/ledger/src/ledger/domain/rules.py": SPLITTING,
     "services/mt5_credit/src/mt5_credit/adapters/memory_store.py": SPLITTING,
-    "services/mt5_credit/src/mt5_credit/entrypoints/http.py": SPLITTING,
-    "services/ops_console/src/ops_console/entrypoints/cli.py::serve": SPLITTING,
     "services/payment_state/src/payment_state/application/ports.py": SPLITTING,
-    "services/psp_sim/src/psp_sim/application/service.py": SPLITTING,
-    "services/psp_sim/src/psp_sim/entrypoints/http_api.py": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_bank_layer": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_credit_layer": SPLITTING,
@@ -49,12 +44,6 @@ EXCEPTIONS: Final[dict[str, str]] = {
     "services/reconciler/src/reconciler/adapters/matching.py::_deals_unexplained": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_settlement_layer": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_takeback_layer": SPLITTING,
-    "services/reconciler/src/reconciler/adapters/pg_store.py": SPLITTING,
-    "services/reconciler/src/reconciler/application/runs.py::_run": SPLITTING,
-    "services/reconciler/src/reconciler/domain/intake.py": SPLITTING,
-    "services/reconciler/src/reconciler/entrypoints/api.py": SPLITTING,
-    "services/reconciler/src/reconciler/entrypoints/cli.py": SPLITTING,
-    "services/reconciler/src/reconciler/testing/world.py": SPLITTING,
 }
 
 
