@@ -5,6 +5,8 @@ store rules hold on PostgreSQL (tests/integration/test_store_contract.py)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from mt5_credit.adapters.memory_mt5 import MemoryMt5
 from mt5_credit.adapters.memory_store import InMemoryCreditStore
@@ -128,3 +130,39 @@ def test_a_done_credit_is_timed_from_its_capture_and_an_untimed_row_is_not() -> 
             assert (after_count, after_total) == (count, total)
         else:
             assert after_count == count + 1 and 1.9 < after_total - total < 30
+
+
+class _CountingStore(InMemoryCreditStore):
+    """Counts the transactions opened on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transactions = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.transactions += 1
+        with super().transaction():
+            yield
+
+
+def test_a_batch_of_credits_is_recorded_in_one_transaction() -> None:
+    """Five pending credits, one pass: five MT5 calls, one deal each, five Mt5Credited events, all
+    recorded in a single transaction (the lane groups answers that arrive within its window)."""
+    store, mt5 = _CountingStore(), MemoryMt5()
+    mt5.open_account(5001, "USD", 0)
+    for n in range(1, 6):
+        put_intent(store, f"dpi_{n}", amount_minor=25_000, key=f"k{n}", digest=f"d{n}")
+        put_row(store, new_row(f"payment:simpsp:pi_{n}", f"dpi_{n}", 25_000))
+    config = ExecutorConfig(
+        batch_size_max=10,
+        lease_ms=LEASE_MS,
+        call_timeout_ms=CALL_MS,
+        lease_margin_ms=MARGIN_MS,
+        record_window_ms=60_000,  # however slow this machine is today, the five answers are one group
+    )
+    opened = store.transactions
+    assert Executor(store, mt5, config).run_once(expire_leases=False) == 5
+    assert mt5.calls == 5
+    assert [kind for _, kind, _ in store.events] == ["Mt5Credited"] * 5
+    assert store.transactions - opened == 1

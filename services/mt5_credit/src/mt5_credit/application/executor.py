@@ -39,6 +39,9 @@ class ExecutorConfig:
     lease_ms: int
     call_timeout_ms: int
     lease_margin_ms: int
+    # Answers are written together at most this long after the first of them arrived: fewer
+    # commits under load, and a quiet system's single answer is written at once.
+    record_window_ms: int = 20
 
     def __post_init__(self) -> None:
         invariant(self.batch_size_max >= 1, "batch size must be positive")
@@ -85,7 +88,8 @@ class Executor:
         self._config = config
         self._accounts: dict[int, Account] = {}  # the mapping read with the batch's claim
         # One MT5 session per worker lane: its calls stay serialized, so one call at a time.
-        self._lane = Lane(self, LaneConfig(config.batch_size_max), progress=progress)
+        lane = LaneConfig(config.batch_size_max, record_window_s=config.record_window_ms / 1000)
+        self._lane = Lane(self, lane, progress=progress)
 
     def run_once(self, *, expire_leases: bool = True) -> int:
         """Expire old leases (unless told not to this pass), claim a batch, execute it. Returns how
