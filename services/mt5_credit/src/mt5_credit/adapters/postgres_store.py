@@ -278,10 +278,11 @@ class PgCreditStore(PgCreditClaims):
         source_reference: str | None,
         fact_at_ms: int | None = None,
     ) -> int | None:
-        """Insert a pending row; None when its business key exists (a duplicate fact: nothing to do)."""
+        """Insert a pending row and its first transition in one statement; None when its business key
+        exists (a duplicate fact: nothing to do)."""
         fx = row.fx
         found = self._conn.execute(
-            """INSERT INTO mt5_credits (kind, source_key, payment_id, deposit_reference, provider,
+            """WITH c AS (INSERT INTO mt5_credits (kind, source_key, payment_id, deposit_reference, provider,
                  provider_payment_id, debit_reason, source_reference, original_credit_id, mt5_login,
                  customer_id, amount_minor, currency, payment_amount_minor, payment_currency,
                  fx_rate, fx_source, fx_taken_at, repair_id, repair, credit_reason, withdrawal_id,
@@ -289,7 +290,10 @@ class PgCreditStore(PgCreditClaims):
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
                        CASE WHEN %s::bigint IS NULL THEN NULL ELSE to_timestamp(%s::bigint / 1000.0) END,
                        %s, %s, %s, %s, %s, to_timestamp(%s::bigint / 1000.0))
-               ON CONFLICT (source_key) DO NOTHING RETURNING id""",
+               ON CONFLICT (source_key) DO NOTHING RETURNING id),
+               logged AS (INSERT INTO mt5_credit_transitions (credit_id, from_status, to_status, reason)
+                 SELECT id, NULL, 'pending', %s FROM c)
+               SELECT id FROM c""",
             (
                 row.kind.value,
                 row.source_key,
@@ -316,13 +320,10 @@ class PgCreditStore(PgCreditClaims):
                 row.withdrawal_id,
                 row.payment_method_token,
                 fact_at_ms,
+                f"created from {row.source_key}"[:500],
             ),
         ).fetchone()
-        if found is None:
-            return None
-        credit_id = int(found[0])
-        self.transition(credit_id, None, CreditStatus.PENDING, f"created from {row.source_key}")
-        return credit_id
+        return None if found is None else int(found[0])
 
     def open_case(
         self,
