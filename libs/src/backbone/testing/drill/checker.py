@@ -20,8 +20,8 @@ import psycopg
 
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.testing import kafka as test_kafka
-from backbone.testing.drill.faults import RECON_BUSY_EXIT, RECON_LOCK_WAIT_S
 from backbone.testing.drill.history import History
+from backbone.testing.drill.injector import RECON_BUSY_EXIT, RECON_LOCK_WAIT_S
 from backbone.testing.drill.workload import CHECKER, LOGINS, Deposit, Withdrawal, Workload
 from backbone.testing.system import LEDGER_TOKEN, System
 

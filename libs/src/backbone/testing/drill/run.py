@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from backbone.testing.drill.checker import Checker
-from backbone.testing.drill.faults import MT5_SIM, Fault, Injector, plan, save
+from backbone.testing.drill.faults import MT5_SIM, Fault, plan, save
 from backbone.testing.drill.history import History
 from backbone.testing.drill.infra import PrivateInfra
+from backbone.testing.drill.injector import Injector
 from backbone.testing.drill.workload import Deposit, Withdrawal, Workload, plan_deposits, plan_withdrawals
 from backbone.testing.system import System
 
