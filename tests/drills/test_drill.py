@@ -15,7 +15,7 @@ from backbone.testing.drill import faults
 from backbone.testing.drill.checker import Checker
 from backbone.testing.drill.infra import PrivateInfra
 from backbone.testing.drill.run import DrillResult, run_seed
-from backbone.testing.drill.workload import LOGINS
+from backbone.testing.drill.traffic import LOGINS
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from backbone.testing.drill.checker import Checker
 from backbone.testing.drill.history import Request
-from backbone.testing.drill.workload import Deposit, Withdrawal
+from backbone.testing.drill.traffic import Deposit, Withdrawal
 
 DONE = {"status": "done"}
 

@@ -22,7 +22,8 @@ from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.testing import kafka as test_kafka
 from backbone.testing.drill.history import History
 from backbone.testing.drill.injector import RECON_BUSY_EXIT, RECON_LOCK_WAIT_S
-from backbone.testing.drill.workload import CHECKER, LOGINS, Deposit, Withdrawal, Workload
+from backbone.testing.drill.traffic import LOGINS, Deposit, Withdrawal
+from backbone.testing.drill.workload import CHECKER, Workload
 from backbone.testing.system import LEDGER_TOKEN, System
 
 CAPTURED_OR_LATER: Final = frozenset({"CAPTURED", "PARTIALLY_REFUNDED", "REFUNDED"})

@@ -16,7 +16,8 @@ from backbone.testing.drill.faults import MT5_SIM, Fault, plan, save
 from backbone.testing.drill.history import History
 from backbone.testing.drill.infra import PrivateInfra
 from backbone.testing.drill.injector import Injector
-from backbone.testing.drill.workload import Deposit, Withdrawal, Workload, plan_deposits, plan_withdrawals
+from backbone.testing.drill.traffic import Deposit, Withdrawal, plan_deposits, plan_withdrawals
+from backbone.testing.drill.workload import Workload
 from backbone.testing.system import System
 
 

@@ -20,13 +20,12 @@ of the login will need.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from backbone.testing.drill.history import Client, History, Request
+from backbone.testing.drill.traffic import LOGINS, Deposit, Withdrawal
 from backbone.testing.system import (
     CREDIT_OPERATORS,
     CREDIT_TOKEN,
@@ -36,84 +35,12 @@ from backbone.testing.system import (
     new_key,
 )
 
-LOGINS: Final = tuple(range(8101, 8107))
 CARD: Final = "pm_card_visa"
 AUTHORIZE_WAIT_S: Final = 150.0
 CREDIT_WAIT_S: Final = 180.0
 PAID_WAIT_S: Final = 180.0
-# what becomes of a withdrawal (weights): paid; its payout failed after pending or refused at create
-# (both given back to MT5); paid then returned by the bank (given back); rejected by an operator
-FATES: Final = {"paid": 4, "payout_fail": 1, "payout_refuse": 1, "returned": 2, "rejected": 1}
-WITHDRAWAL_SHARE: Final = 0.3  # withdrawals per deposit
 MAKER: Final = "alice"
 CHECKER: Final = "bob"
-
-
-@dataclass
-class Deposit:
-    number: int
-    login: int
-    amount_minor: int
-    refund_minor: int = 0  # planned: a partial refund once credited
-    dispute: bool = False  # planned: a chargeback once credited
-    start_at: float = 0.0
-    ref: str = ""
-    payment_id: str = ""
-    provider_payment_id: str = ""
-    seen: list[str] = field(default_factory=list)  # payment statuses as the client saw them
-    requests: dict[str, Request] = field(default_factory=dict)
-    ended: str = ""  # how the client's part ended (done, or why it stopped early)
-
-
-@dataclass
-class Withdrawal:
-    number: int
-    source: Deposit  # a deposit of the login, neither refunded nor disputed: the card and the money
-    amount_minor: int
-    fate: str  # a key of FATES
-    withdrawal_id: str = ""
-    payout_id: str = ""
-    seen: list[str] = field(default_factory=list)  # withdrawal statuses as the client saw them
-    requests: dict[str, Request] = field(default_factory=dict)
-    ended: str = ""
-
-    @property
-    def login(self) -> int:
-        return self.source.login
-
-    @property
-    def subject(self) -> str:
-        return self.withdrawal_id or f"w{self.number}"
-
-
-def plan_deposits(seed: int, count: int, duration_s: float) -> list[Deposit]:
-    """``count`` deposits spread over ``duration_s``; a fifth refunded in part, a tenth disputed."""
-    rng = random.Random(seed * 7919 + 1)
-    deposits = []
-    for number in range(count):
-        d = Deposit(number, rng.choice(LOGINS), rng.randrange(1_000, 90_000))
-        roll = rng.random()
-        if roll < 0.2:
-            d.refund_minor = d.amount_minor // 2
-        elif roll < 0.3:
-            d.dispute = True
-        d.start_at = round(duration_s * number / max(count, 1), 2)
-        deposits.append(d)
-    return deposits
-
-
-def plan_withdrawals(seed: int, deposits: list[Deposit]) -> list[Withdrawal]:
-    """About 0.3 per deposit, each from its own plain deposit (no refund, no dispute), for 30-90 % of
-    it, with a fate drawn from ``FATES``."""
-    rng = random.Random(seed * 7919 + 2)
-    plain = [d for d in deposits if not d.refund_minor and not d.dispute]
-    count = min(len(plain), max(1, round(len(deposits) * WITHDRAWAL_SHARE))) if deposits else 0
-    sources = sorted(rng.sample(plain, count), key=lambda d: d.number)
-    fates, weights = list(FATES), list(FATES.values())
-    return [
-        Withdrawal(n, d, max(1, d.amount_minor * rng.randint(30, 90) // 100), rng.choices(fates, weights)[0])
-        for n, d in enumerate(sources)
-    ]
 
 
 class Workload:
@@ -160,7 +87,31 @@ class Workload:
         except Exception as error:
             d.ended = f"client error: {error!r}"
 
-    def _deposit(self, d: Deposit) -> str:  # noqa: PLR0911 - one early end per step
+    def _deposit(self, d: Deposit) -> str:
+        stopped = self._open_payment(d)
+        if stopped:
+            return stopped
+        status = self.wait_status(d, {"AUTHORIZED", "FAILED", "CANCELED"}, AUTHORIZE_WAIT_S)
+        if status != "AUTHORIZED":
+            return f"not authorized ({status})"
+        capture = self.client.call(
+            "capture",
+            d.payment_id,
+            "POST",
+            f"{self.system.urls.payment_state}/payments/{d.payment_id}/capture",
+            {},
+            token=MERCHANT_TOKEN,
+            key=new_key(),
+        )
+        d.requests["capture"] = capture
+        if capture.outcome != "ok" or not (d.refund_minor or d.dispute):
+            return f"capture {capture.outcome}"
+        if not self.wait_credited(d, CREDIT_WAIT_S):
+            return "credit not done in time"
+        return self._refund(d) if d.refund_minor else self._dispute(d)
+
+    def _open_payment(self, d: Deposit) -> str | None:
+        """The deposit intent, then its payment; how the deposit ended if either failed, else None."""
         s, c, subject = self.system, self.client, f"d{d.number}"
         intent = c.call(
             "intent",
@@ -199,40 +150,27 @@ class Workload:
         if payment.outcome != "ok":
             return f"payment {payment.outcome}"
         d.payment_id = str(payment.answer.get("payment", payment.answer)["payment_id"])
-        status = self.wait_status(d, {"AUTHORIZED", "FAILED", "CANCELED"}, AUTHORIZE_WAIT_S)
-        if status != "AUTHORIZED":
-            return f"not authorized ({status})"
-        capture = c.call(
-            "capture",
+        return None
+
+    def _refund(self, d: Deposit) -> str:
+        refund = self.client.call(
+            "refund",
             d.payment_id,
             "POST",
-            f"{s.urls.payment_state}/payments/{d.payment_id}/capture",
-            {},
+            f"{self.system.urls.payment_state}/payments/{d.payment_id}/refunds",
+            {"amount_minor": d.refund_minor, "currency": "USD"},
             token=MERCHANT_TOKEN,
             key=new_key(),
         )
-        d.requests["capture"] = capture
-        if capture.outcome != "ok" or not (d.refund_minor or d.dispute):
-            return f"capture {capture.outcome}"
-        if not self.wait_credited(d, CREDIT_WAIT_S):
-            return "credit not done in time"
-        if d.refund_minor:
-            refund = c.call(
-                "refund",
-                d.payment_id,
-                "POST",
-                f"{s.urls.payment_state}/payments/{d.payment_id}/refunds",
-                {"amount_minor": d.refund_minor, "currency": "USD"},
-                token=MERCHANT_TOKEN,
-                key=new_key(),
-            )
-            d.requests["refund"] = refund
-            return f"refund {refund.outcome}"
-        dispute = c.call(
+        d.requests["refund"] = refund
+        return f"refund {refund.outcome}"
+
+    def _dispute(self, d: Deposit) -> str:
+        dispute = self.client.call(
             "dispute",
             d.payment_id,
             "POST",
-            f"{s.urls.psp_control}/control/payment_intents/{d.provider_payment_id}/dispute",
+            f"{self.system.urls.psp_control}/control/payment_intents/{d.provider_payment_id}/dispute",
             {},
             deadline_s=0,  # no key: asked once (twice could dispute twice)
         )
