@@ -1,15 +1,15 @@
 """The promises a drill checks once the faults are over and the system is quiet.
 
 Each check returns the violations it found as sentences naming the deposit or withdrawal, the
-payment and what was expected; an empty list is a pass. The checks read the product through its own
-APIs (payment-state, mt5-credit, the ledger), MT5 through the simulator's control API (what the
-trading server holds), the PSP's payouts through its API, the payment facts topic from Kafka, each
-service's ``dead_letters`` table, and the reconciler's runs, cases and locks.
+payment and what was expected; an empty list is a pass. The checks read the end state the drill
+waited for (``end_state``), the product through its own APIs (payment-state, mt5-credit, the
+ledger), MT5 through the simulator's control API (what the trading server holds), the PSP's payouts
+through its API, the payment facts topic from Kafka and each service's ``dead_letters`` table. The
+reconciler's runs, cases and locks are ``recon_checks``'s.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -20,13 +20,17 @@ import psycopg
 
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.testing import kafka as test_kafka
-from backbone.testing.drill.history import History
-from backbone.testing.drill.injector import RECON_BUSY_EXIT, RECON_LOCK_WAIT_S
-from backbone.testing.drill.traffic import LOGINS, Deposit, Withdrawal
-from backbone.testing.drill.workload import CHECKER, Workload
-from backbone.testing.system import LEDGER_TOKEN, System
+from backbone.testing.drill.end_state import (
+    CAPTURED_OR_LATER,
+    SETTLED,
+    EndState,
+    answered_ok,
+    in_transit,
+)
+from backbone.testing.drill.traffic import LOGINS, Withdrawal
+from backbone.testing.drill.workload import CHECKER
+from backbone.testing.system import LEDGER_TOKEN
 
-CAPTURED_OR_LATER: Final = frozenset({"CAPTURED", "PARTIALLY_REFUNDED", "REFUNDED"})
 RANK: Final = {
     "CREATED": 0,
     "REQUIRES_ACTION": 1,
@@ -50,114 +54,10 @@ WITHDRAWAL_RANK: Final = {
 }
 PAYMENT_ORDER: Final = ("PaymentAuthorized", "PaymentCaptured", "RefundSucceeded")
 SERVICES_WITH_CONSUMERS: Final = ("payment_state", "mt5_credit", "ledger", "reconciler")
-# a withdrawal's statuses where nothing more happens by itself: approved ones end paid or returned
-# (refused: MT5 refused the debit), the others were never approved
-SETTLED: Final = frozenset({"paid", "returned", "refused"})
-NEVER_APPROVED: Final = frozenset({"held", "prepared", "rejected"})
-ROW_FINAL: Final = frozenset({"done", "rejected", "failed", "cancelled", "canceled"})
-RECON_LOCK_NAMESPACE: Final = 0x5EC0  # the reconciler's run lock: pg_advisory_lock(0x5EC0, date)
 
 
-class Checker:
-    def __init__(
-        self,
-        system: System,
-        workload: Workload,
-        history: History,
-        deposits: list[Deposit],
-        withdrawals: list[Withdrawal] | None = None,
-    ) -> None:
-        self.system, self.workload, self.history, self.deposits = system, workload, history, deposits
-        self.withdrawals = withdrawals or []
-        self.payments: dict[int, dict[str, Any] | None] = {}
-        self.credit_rows: dict[int, list[dict[str, Any]]] = {}  # a deposit's own rows (not withdrawals')
-        self.views: dict[int, dict[str, Any] | None] = {}  # a withdrawal as mt5-credit shows it
-
-    # --- getting to the end state ---------------------------------------------------------------
-
-    def settle_unknowns(self) -> None:
-        """A client asks again, with the same key, whatever it never got a definite answer to."""
-        for request in self.history.unknown():
-            if request.op == "dispute":
-                continue  # the bank's dispute has no key: asking again could dispute twice
-            self.workload.client.retry(request, deadline_s=60)
-
-    def converge(self, timeout_s: float) -> list[str]:
-        """Wait until every deposit's and withdrawal's visible state is final; returns those that
-        never got there (``d<n>``, ``w<n>``)."""
-        for w in self.withdrawals:  # asked again by settle_unknowns: the id is in the answer
-            asked = w.requests.get("withdrawal")
-            if not w.withdrawal_id and asked is not None and asked.outcome == "ok":
-                w.withdrawal_id = str(asked.answer["withdrawal_id"])
-        deadline = time.monotonic() + timeout_s
-        pending = [d for d in self.deposits if d.payment_id]
-        waiting = [w for w in self.withdrawals if w.withdrawal_id]
-        while (pending or waiting) and time.monotonic() < deadline:
-            pending = [d for d in pending if not self._final(d)]
-            waiting = [w for w in waiting if not self._withdrawal_final(w)]
-            if pending or waiting:
-                time.sleep(1.0)
-        for d in self.deposits:
-            if d.payment_id:
-                self.payments[d.number] = self.workload.payment(d)
-                self.credit_rows[d.number] = self._rows(d) or []
-        for w in self.withdrawals:
-            if w.withdrawal_id:
-                self.views[w.number] = self.workload.withdrawal(w)
-        return [f"d{d.number}" for d in pending] + [f"w{w.number} ({w.withdrawal_id})" for w in waiting]
-
-    def _rows(self, d: Deposit) -> list[dict[str, Any]] | None:
-        """The deposit's own credit and debit rows; a withdrawal's rows name its deposit reference
-        too (the card it goes back to) but carry the withdrawal's id as their payment id."""
-        rows = self.workload.credits(d)
-        return None if rows is None else [r for r in rows if r["payment_id"] == d.payment_id]
-
-    def _final(self, d: Deposit) -> bool:  # noqa: PLR0911 - one early answer per unfinished part
-        payment = self.workload.payment(d)
-        if payment is None:
-            return False
-        status = str(payment["status"])
-        if status in ("CREATED", "REQUIRES_ACTION"):
-            return False
-        rows = self._rows(d)
-        if rows is None:
-            return False
-        if status in CAPTURED_OR_LATER and not any(
-            r["kind"] == "credit" and r["status"] == "done" for r in rows
-        ):
-            return False
-        wanted_debits = _ok(d, "refund") + _ok(d, "dispute")
-        done_debits = sum(1 for r in rows if r["kind"] == "debit" and r["status"] == "done")
-        if done_debits < wanted_debits:
-            return False
-        if any(r["status"] not in ROW_FINAL for r in rows):
-            return False
-        journals = self._journals(d.payment_id)
-        if journals is None:
-            return False
-        kinds = {j["reference"].split(":")[0] for j in journals}
-        return status not in CAPTURED_OR_LATER or {"capture", "mt5-credit"} <= kinds
-
-    def _withdrawal_final(self, w: Withdrawal) -> bool:
-        """Settled (or never approved), its MT5 rows final, and, once settled, nothing of it left
-        in transit in the books. A withdrawal whose payout the bank returned (the drill's ``return``,
-        acknowledged) is final only once it shows ``returned``: ``paid`` is where it was before."""
-        view = self.workload.withdrawal(w)
-        if view is None:
-            return False
-        status = str(view["status"])
-        if status in NEVER_APPROVED:
-            approve = w.requests.get("approve")
-            return approve is None or approve.outcome != "ok"  # approved: its debit is coming
-        if status not in SETTLED:
-            return False
-        if _ok(w, "return") and status != "returned":
-            return False  # paid, but the bank's acknowledged return is still on its way to us
-        rows = [r for r in (view["debit"], view["give_back"]) if r is not None]
-        if any(r["status"] not in ROW_FINAL for r in rows):
-            return False
-        journals = self._journals(w.withdrawal_id)
-        return journals is not None and (status == "refused" or _in_transit(journals) == 0)
+class Checker(EndState):
+    """The promises a drill checks against its end state (see the module docstring)."""
 
     # --- the checks ------------------------------------------------------------------------------
 
@@ -199,31 +99,31 @@ class Checker:
         out = []
         for d in self.deposits:
             payment = self.payments.get(d.number)
-            if _ok(d, "payment") and payment is None:
+            if answered_ok(d, "payment") and payment is None:
                 out.append(f"d{d.number}: payment {d.payment_id} acknowledged but not found")
                 continue
             status = str(payment["status"]) if payment else ""
-            if _ok(d, "capture") and status not in CAPTURED_OR_LATER:
+            if answered_ok(d, "capture") and status not in CAPTURED_OR_LATER:
                 out.append(f"d{d.number}: capture acknowledged, payment {d.payment_id} is {status}")
-            if _ok(d, "refund") and status not in ("PARTIALLY_REFUNDED", "REFUNDED"):
+            if answered_ok(d, "refund") and status not in ("PARTIALLY_REFUNDED", "REFUNDED"):
                 out.append(f"d{d.number}: refund acknowledged, payment {d.payment_id} is {status}")
             rows = self.credit_rows.get(d.number, [])
             debits = [r for r in rows if r["kind"] == "debit" and r["status"] == "done"]
-            if len(debits) < _ok(d, "refund") + _ok(d, "dispute"):
+            if len(debits) < answered_ok(d, "refund") + answered_ok(d, "dispute"):
                 out.append(f"d{d.number}: refund/dispute acknowledged, debits done: {debits}")
         for w in self.withdrawals:
             view = self.views.get(w.number) or {}
             name = f"w{w.number} ({w.withdrawal_id})"
-            if _ok(w, "withdrawal") and not view:
+            if answered_ok(w, "withdrawal") and not view:
                 out.append(f"{name}: withdrawal acknowledged but mt5-credit does not show it")
                 continue
-            if _ok(w, "approve") and (
+            if answered_ok(w, "approve") and (
                 view.get("approved_by") != CHECKER or view.get("status") not in SETTLED
             ):
                 out.append(f"{name}: approval acknowledged, withdrawal {view.get('status')}, {view}")
-            if _ok(w, "reject") and view.get("status") != "rejected":
+            if answered_ok(w, "reject") and view.get("status") != "rejected":
                 out.append(f"{name}: rejection acknowledged, withdrawal is {view.get('status')}")
-            if _ok(w, "return") and view.get("status") != "returned":
+            if answered_ok(w, "return") and view.get("status") != "returned":
                 out.append(f"{name}: the bank's return acknowledged, withdrawal is {view.get('status')}")
         return out
 
@@ -318,14 +218,6 @@ class Checker:
             if seen != sorted(seen, key=PAYMENT_ORDER.index):
                 out.append(f"d{d.number}: facts of {d.payment_id} in order {seen}")
         return out
-
-    def _journals(self, payment_id: str) -> list[dict[str, Any]] | None:
-        status, body = self.workload.client.get(
-            f"{self.system.urls.ledger}/v1/journals?payment_id={payment_id}", LEDGER_TOKEN
-        )
-        if status != 200:
-            return None
-        return list(body["journals"] if isinstance(body, dict) else body)
 
     def journals(self) -> list[str]:
         out = []
@@ -436,8 +328,8 @@ class Checker:
                 wanted.add(f"mt5-credit:{view['give_back']['credit_id']}")
             if status in ("paid", "returned"):
                 out += [f"{name}: {status}, no journal {ref}" for ref in sorted(wanted - set(refs))]
-                if _in_transit(journals):
-                    out.append(f"{name}: {status}, {_in_transit(journals)} left in payouts_in_transit")
+                if in_transit(journals):
+                    out.append(f"{name}: {status}, {in_transit(journals)} left in payouts_in_transit")
         return out
 
     def _payout_count(self, wid: str, timeout_s: float = 30.0) -> int | None:
@@ -475,81 +367,12 @@ class Checker:
             out += [f"{service}: dead letter {row}" for row in rows]
         return out
 
-    def reconciliation(self, attempts: int = 3) -> tuple[list[str], dict[str, Any]]:
-        """Today's run must be clean; a run that is not is tried again a little later (the
-        reconciler's read models may still be catching up), then its findings are violations."""
-        day = dt.datetime.now(dt.UTC).date().isoformat()
-        result: dict[str, Any] = {}
-        for _ in range(attempts):
-            result = self.system.reconcile(day)
-            if result.get("status") == "clean":
-                return [], result
-            time.sleep(10)
-        findings = result.get("findings") or []
-        return [f"reconciliation {result.get('status')}: {f}" for f in findings] or [
-            f"reconciliation {result.get('status')}: {result}"
-        ], result
-
-    def runs_recovered(self) -> list[str]:
-        """After the final run: each reconciliation killed mid-run let go of its date (its re-run
-        got the lock within ``RECON_LOCK_WAIT_S``), no run is left ``running``, nobody holds a run
-        lock, and no case was opened twice or announced twice (CaseOpened once per opening)."""
-        out = []
-        for f in self.history.faults:
-            if f.kind != "recon_kill":
-                continue
-            if "rerun_exit" not in f.detail:
-                out.append(f"the reconciliation killed at {f.at}s was never run again: {f.detail}")
-            elif f.detail["rerun_exit"] == RECON_BUSY_EXIT:
-                out.append(
-                    f"the reconciliation killed at {f.at}s ({f.detail['step']}): its re-run found the date"
-                    f" locked for {f.detail['lock_wait_s']} s (more than {RECON_LOCK_WAIT_S:.0f} s)"
-                )
-        with psycopg.connect(self.system.dbs["reconciler"], autocommit=True) as conn:
-            running = conn.execute("SELECT id, business_date FROM runs WHERE status = 'running'").fetchall()
-            out += [f"run {run} of {day} is still 'running' after the final run" for run, day in running]
-            locks = conn.execute(_RUN_LOCKS, (RECON_LOCK_NAMESPACE,)).fetchall()
-            out += [f"backend {pid} still holds the run lock of day {day}" for pid, day in locks]
-            announced: dict[str, int] = dict(
-                conn.execute(
-                    "SELECT message_key, count(*) FROM outbox WHERE event_type = 'CaseOpened' GROUP BY 1"
-                ).fetchall()
-            )
-            for key, opened, openings in conn.execute(_OPENINGS).fetchall():
-                if opened != 1:
-                    out.append(f"case {key} opened {opened} times")
-                if announced.get(key, 0) != openings:
-                    out.append(f"case {key}: {announced.get(key, 0)} CaseOpened for {openings} openings")
-        return out
-
-
-_OPENINGS = """SELECT c.case_key, count(*) FILTER (WHERE h.action = 'opened'),
-    count(*) FILTER (WHERE h.action IN ('opened', 'reopened'))
-  FROM cases c JOIN case_history h ON h.case_id = c.id GROUP BY c.case_key"""
-_RUN_LOCKS = """SELECT pid, objid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"""
-
-
-def _ok(d: Deposit | Withdrawal, op: str) -> int:
-    request = d.requests.get(op)
-    return 1 if request is not None and request.outcome == "ok" else 0
-
 
 def _balanced(journal: dict[str, Any]) -> bool:
     sums: Counter[str] = Counter()
     for line in journal["entries"]:
         sums[line["currency"]] += int(line["amount_minor"]) * (1 if line["direction"] == "debit" else -1)
     return not any(sums.values())
-
-
-def _in_transit(journals: list[dict[str, Any]]) -> int:
-    """What the journals leave in ``payouts_in_transit`` (a liability: credits minus debits)."""
-    return sum(
-        int(line["amount_minor"]) * (1 if line["direction"] == "credit" else -1)
-        for j in journals
-        for line in j["entries"]
-        if line["account"].startswith("payouts_in_transit")
-    )
 
 
 def _one_deal(name: str, what: str, deals: list[dict[str, Any]], login: int, amount_minor: int) -> list[str]:

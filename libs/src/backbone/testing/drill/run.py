@@ -16,6 +16,7 @@ from backbone.testing.drill.faults import MT5_SIM, Fault, plan, save
 from backbone.testing.drill.history import History
 from backbone.testing.drill.infra import PrivateInfra
 from backbone.testing.drill.injector import Injector
+from backbone.testing.drill.recon_checks import reconciliation, runs_recovered
 from backbone.testing.drill.traffic import Deposit, Withdrawal, plan_deposits, plan_withdrawals
 from backbone.testing.drill.workload import Workload
 from backbone.testing.system import System
@@ -95,13 +96,13 @@ def run_seed(
                 ]
             if reconcile:
                 try:
-                    found, run = checker.reconciliation()
+                    found, run = reconciliation(system)
                 except AssertionError as error:  # the run printed nothing (e.g. the date stayed locked)
                     found, run = [str(error)], {}
                 result.violations["the day reconciles clean"] = found
                 result.summary["reconciliation"] = {k: run.get(k) for k in ("status", "counts")}
                 result.violations["killed reconciliations let go of the date, no case twice"] = (
-                    checker.runs_recovered()
+                    runs_recovered(system, history)
                 )
             if probe is not None:
                 probe(checker)
