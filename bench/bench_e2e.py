@@ -105,7 +105,8 @@ from backbone.testing.load import (
 )
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import discover
-from backbone.testing.system import CREDIT_TOKEN, MERCHANT_TOKEN, System
+from backbone.testing.system import System
+from backbone.testing.system_config import CREDIT_TOKEN, MERCHANT_TOKEN
 from e2e_sampling import (
     STATS_FLUSH_S,
     Roots,

@@ -42,7 +42,8 @@ from typing import Any
 
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import discover
-from backbone.testing.system import MERCHANT_TOKEN, System
+from backbone.testing.system import System
+from backbone.testing.system_config import MERCHANT_TOKEN
 
 
 @dataclass

@@ -45,14 +45,14 @@ from backbone.outbox.writer import OutboxWriter
 from backbone.settings import load_settings
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
-from backbone.testing.system import (
+from backbone.testing.system import System
+from backbone.testing.system_config import (
     CREDIT_TOKEN,
     LEDGER_TOKEN,
     MERCHANT,
     MERCHANT_TOKEN,
     OPERATORS,
     WEBHOOK_SECRET,
-    System,
 )
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient

@@ -19,7 +19,8 @@ import pytest
 from backbone.testing.browser import chromium, click_and_wait
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
-from backbone.testing.system import CONSOLE_PASSWORD, System
+from backbone.testing.system import System
+from backbone.testing.system_config import CONSOLE_PASSWORD
 from confluent_kafka import Producer
 from selenium.webdriver.common.by import By
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from backbone.testing.processes import wait_until
 from backbone.testing.stack import Stack
-from backbone.testing.system import System, new_key
+from backbone.testing.system import System
+from backbone.testing.system_client import new_key
 
 pytestmark = pytest.mark.integration
 CARD = "pm_card_visa"

@@ -34,7 +34,8 @@ from backbone.mt5 import auth as mt5_auth
 from backbone.mt5.testing import MANAGER_LOGIN, MANAGER_PASSWORD
 from backbone.testing.fuzz import Target, fuzz
 from backbone.testing.stack import REPO_ROOT, Stack
-from backbone.testing.system import (
+from backbone.testing.system import System
+from backbone.testing.system_config import (
     CONSOLE_PASSWORD,
     CONSOLE_TOKEN,
     CREDIT_ADMIN_TOKEN,
@@ -44,7 +45,6 @@ from backbone.testing.system import (
     MERCHANT_TOKEN,
     PSP_API_KEY,
     WEBHOOK_SECRET,
-    System,
 )
 
 pytestmark = pytest.mark.integration

@@ -26,12 +26,12 @@ from backbone.postgres import connect
 from backbone.testing import databases
 from backbone.testing.processes import Proc
 from backbone.testing.stack import discover
-from backbone.testing.system import MT5_WORKER_ENV
+from backbone.testing.system_config import MT5_WORKER_ENV
 from mt5_credit.testing import MIGRATIONS
 
 GROUP = "real\\usd"
 ACCOUNTS = 50
-# The test timings' one home (backbone.testing.system), polled faster, in claim batches of 25.
+# The test timings' one home (backbone.testing.system_config), polled faster, in claim batches of 25.
 WORKER_ENV = {
     **MT5_WORKER_ENV,
     "CREDIT_POLL_INTERVAL_MS": "20",

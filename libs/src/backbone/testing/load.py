@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from backbone.testing.system import CREDIT_TOKEN, MERCHANT_TOKEN, System, new_key
+from backbone.testing.system import System
+from backbone.testing.system_client import new_key
+from backbone.testing.system_config import CREDIT_TOKEN, MERCHANT_TOKEN
 
 POLL_INTERVAL_MIN_S = 0.05
 POLL_INTERVAL_MAX_S = 0.2

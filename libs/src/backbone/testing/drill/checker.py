@@ -29,7 +29,7 @@ from backbone.testing.drill.end_state import (
 )
 from backbone.testing.drill.traffic import LOGINS, Withdrawal
 from backbone.testing.drill.workload import CHECKER
-from backbone.testing.system import LEDGER_TOKEN
+from backbone.testing.system_config import LEDGER_TOKEN
 
 RANK: Final = {
     "CREATED": 0,

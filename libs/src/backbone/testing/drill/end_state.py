@@ -13,7 +13,8 @@ from typing import Any, Final
 from backbone.testing.drill.history import History
 from backbone.testing.drill.traffic import Deposit, Withdrawal
 from backbone.testing.drill.workload import Workload
-from backbone.testing.system import LEDGER_TOKEN, System
+from backbone.testing.system import System
+from backbone.testing.system_config import LEDGER_TOKEN
 
 CAPTURED_OR_LATER: Final = frozenset({"CAPTURED", "PARTIALLY_REFUNDED", "REFUNDED"})
 # a withdrawal's statuses where nothing more happens by itself: approved ones end paid or returned

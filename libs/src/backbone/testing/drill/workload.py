@@ -26,14 +26,9 @@ from typing import Any, Final
 
 from backbone.testing.drill.history import Client, History, Request
 from backbone.testing.drill.traffic import LOGINS, Deposit, Withdrawal
-from backbone.testing.system import (
-    CREDIT_OPERATORS,
-    CREDIT_TOKEN,
-    MERCHANT_TOKEN,
-    PSP_API_KEY,
-    System,
-    new_key,
-)
+from backbone.testing.system import System
+from backbone.testing.system_client import new_key
+from backbone.testing.system_config import CREDIT_OPERATORS, CREDIT_TOKEN, MERCHANT_TOKEN, PSP_API_KEY
 
 CARD: Final = "pm_card_visa"
 AUTHORIZE_WAIT_S: Final = 150.0

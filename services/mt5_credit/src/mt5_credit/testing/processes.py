@@ -18,7 +18,7 @@ from backbone.outbox.writer import OutboxWriter
 from backbone.postgres import connect
 from backbone.testing.processes import Proc, wait_until
 from backbone.testing.stack import Stack
-from backbone.testing.system import MT5_WORKER_ENV
+from backbone.testing.system_config import MT5_WORKER_ENV
 from confluent_kafka import Producer
 
 from mt5_credit.adapters.postgres_store import PgCreditStore
