@@ -16,16 +16,8 @@ once the key may be forgotten), and a hidden retry inside a call would stretch i
 the SDK sends the same key only because we pass it; with retries on and no key it would invent one
 per call, which a refactoring could silently reintroduce. One call is one HTTP request here.
 
-Outcomes (the same closed sets as simpsp's ``PspClient``, ``results``):
-- a 2xx object that parses: ``Applied`` / ``Found``;
-- ``CardError`` (402) on a create or confirm, carrying the payment intent: ``Declined``;
-- a definite 4xx (400, 401, 403, 404, 405, 413, 415, 422) with a code or type: ``Refused``; the
-  ``idempotency_error`` (400) as ``Refused(code="idempotency_key_reused")`` like simpsp's, which the
-  caller treats as "the earlier request stands: look it up"; 404 ``resource_missing`` on a lookup:
-  ``Absent``;
-- every ``APIConnectionError`` (timeout, refused, reset, TLS), every 5xx, 408, 409 (a concurrent
-  request with the same key, a lock timeout), 429, and any answer the SDK or we cannot read:
-  ``NoAnswer``.
+Outcomes are the same closed sets as simpsp's ``PspClient`` (``results``); which answer becomes
+which is ``stripe_answers``'s.
 
 Lookups: by Stripe id (``retrieve``), or by our reference: payment intents through the Search API
 (``metadata['reference']:'…'``), refunds by listing the payment intent's refunds, payouts by
@@ -35,7 +27,6 @@ lag (under a minute) is harmless here.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TypeVar, cast
 
@@ -50,13 +41,10 @@ from stripe.params import (
 )
 
 from backbone.invariants import invariant
-from backbone.psp.answers import DEFINITE_4XX
-from backbone.psp.model import PaymentIntent, Payout, PspParseError, Refund
+from backbone.psp.model import Refund
 from backbone.psp.results import (
     Absent,
     Applied,
-    Conflict,
-    Declined,
     Found,
     IntentLookup,
     IntentWrite,
@@ -66,6 +54,18 @@ from backbone.psp.results import (
     RefundLookup,
     RefundWrite,
     Refused,
+)
+from backbone.psp.stripe_answers import (
+    classify,
+    classify_read,
+    declined,
+    document_of,
+    error_code,
+    matching,
+    message_of,
+    parsed,
+    refunds_of,
+    search_matches,
 )
 from backbone.psp.stripe_objects import (
     PAYMENT_ID_KEY,
@@ -111,66 +111,7 @@ def _metadata(reference: str, extra: Mapping[str, str] | None, payment_id: str |
     return fields
 
 
-def _message(exc: stripe.StripeError) -> str:
-    return str(exc.user_message or type(exc).__name__)[:200]
-
-
-def _code(exc: stripe.StripeError) -> str | None:
-    error = (exc.json_body or {}).get("error") if isinstance(exc.json_body, dict) else None
-    if not isinstance(error, dict):
-        return None
-    code = error.get("code") or error.get("type")
-    return code if isinstance(code, str) else None
-
-
-def classify(exc: stripe.StripeError) -> Refused | NoAnswer:
-    """A Stripe error that is not a card decline: a definite refusal or an unknown outcome."""
-    if isinstance(exc, stripe.APIConnectionError):
-        return NoAnswer(f"connection_error: {type(exc).__name__}")  # timeouts are connection errors here
-    status, code = exc.http_status, _code(exc)
-    if isinstance(exc, stripe.IdempotencyError) and status == 400:
-        return Refused(400, "idempotency_key_reused", _message(exc))  # the earlier request stands
-    if status is None or code is None:
-        return NoAnswer(f"http_{status}_unparseable")
-    if status in DEFINITE_4XX and status != 409:
-        return Refused(status, code, _message(exc))
-    return NoAnswer(f"http_{status}")
-
-
-def _document(obj: Any) -> Any:
-    """The JSON Stripe sent for ``obj`` (what the SDK read), not the SDK's object model."""
-    response = getattr(obj, "last_response", None)
-    if response is not None and isinstance(getattr(response, "body", None), str):
-        return json.loads(response.body)
-    return obj.to_dict()
-
-
-def _parsed(obj: Any, parse: Callable[[Any], T]) -> T | NoAnswer:
-    try:
-        return parse(_document(obj))
-    except (ValueError, PspParseError) as exc:
-        return NoAnswer(f"unparseable: {str(exc)[:200]}")
-
-
-def _decline(exc: stripe.CardError) -> Declined | NoAnswer:
-    error = (exc.json_body or {}).get("error") if isinstance(exc.json_body, dict) else None
-    if not isinstance(error, dict):
-        return NoAnswer("http_402_unparseable")
-    try:
-        intent = parse_stripe_intent(error.get("payment_intent"))
-    except PspParseError as exc2:
-        return NoAnswer(f"unparseable: {str(exc2)[:200]}")
-    decline = error.get("decline_code")
-    code = error.get("code")
-    return Declined(
-        code if isinstance(code, str) else "card_declined",
-        decline if isinstance(decline, str) else None,
-        _message(exc),
-        intent,
-    )
-
-
-__all__ = ["StripeClient", "StripeClientSettings", "classify", "classify_read"]
+__all__ = ["StripeClient", "StripeClientSettings"]
 
 
 class StripeClient:
@@ -219,10 +160,10 @@ class StripeClient:
         try:
             obj = send({"idempotency_key": operation_id})
         except stripe.CardError as exc:
-            return _decline(exc)
+            return declined(exc)
         except stripe.StripeError as exc:
             return classify(exc)
-        intent = _parsed(obj, parse_stripe_intent)
+        intent = parsed(obj, parse_stripe_intent)
         return intent if isinstance(intent, NoAnswer) else Applied(intent)
 
     def create_intent(
@@ -311,7 +252,7 @@ class StripeClient:
             return NoAnswer("http_402_on_refund")  # as simpsp: a 402 says nothing about a refund
         except stripe.StripeError as exc:
             return classify(exc)
-        refund = _parsed(obj, parse_stripe_refund)
+        refund = parsed(obj, parse_stripe_refund)
         return refund if isinstance(refund, NoAnswer) else Applied(refund)
 
     def create_payout(
@@ -338,10 +279,10 @@ class StripeClient:
         try:
             obj = self._stripe.v1.payouts.create(params, {"idempotency_key": operation_id})
         except stripe.CardError as exc:
-            return Refused(402, _code(exc) or "card_declined", _message(exc))
+            return Refused(402, error_code(exc) or "card_declined", message_of(exc))
         except stripe.StripeError as exc:
             return classify(exc)
-        payout = _parsed(obj, parse_stripe_payout)
+        payout = parsed(obj, parse_stripe_payout)
         return payout if isinstance(payout, NoAnswer) else Applied(payout)
 
     # -- reads -----------------------------------------------------------------------------------------
@@ -353,12 +294,12 @@ class StripeClient:
             # Only Stripe's "no such object" is an answer; any other refusal proves nothing.
             return (
                 Absent()
-                if exc.http_status == 404 and _code(exc) == "resource_missing"
+                if exc.http_status == 404 and error_code(exc) == "resource_missing"
                 else classify_read(exc)
             )
         except stripe.StripeError as exc:
             return classify_read(exc)
-        value = _parsed(obj, parse)
+        value = parsed(obj, parse)
         return value if isinstance(value, NoAnswer) else Found(value)
 
     def _pages(
@@ -369,7 +310,7 @@ class StripeClient:
         items: list[Any] = []
         for _ in range(pages_max):
             try:
-                document = _document(fetch(params))
+                document = document_of(fetch(params))
             except stripe.StripeError as exc:
                 return classify_read(exc)
             except ValueError:
@@ -395,20 +336,14 @@ class StripeClient:
         """``GET /v1/payment_intents/search?query=metadata['reference']:'…'`` (see ADR 0010)."""
         query = f"metadata[{_search_literal(REFERENCE_KEY)}]:{_search_literal(reference)}"
         try:
-            document = _document(
+            document = document_of(
                 self._stripe.v1.payment_intents.search({"query": query, "limit": SEARCH_LIMIT})
             )
         except stripe.StripeError as exc:
             return classify_read(exc)
         except ValueError:
             return NoAnswer("unparseable: search")
-        data = document.get("data") if isinstance(document, dict) else None
-        if not isinstance(data, list) or not isinstance(document.get("has_more"), bool):
-            return NoAnswer("unparseable: expected a search result")
-        found = _parse_matches(data, parse_stripe_intent, reference)
-        if document["has_more"] and not isinstance(found, Conflict | NoAnswer):
-            return NoAnswer("search result has more pages but fewer than two matches")
-        return found
+        return search_matches(document, reference)
 
     def retrieve_refund(self, refund_id: str) -> RefundLookup:
         return self._retrieve(lambda: self._stripe.v1.refunds.retrieve(refund_id), parse_stripe_refund)
@@ -425,7 +360,7 @@ class StripeClient:
         )
         if isinstance(found, NoAnswer):
             return found
-        return _parse_matches(found, parse_stripe_refund, reference)
+        return matching(found, parse_stripe_refund, reference)
 
     def retrieve_payout(self, payout_id: str) -> PayoutLookup:
         return self._retrieve(lambda: self._stripe.v1.payouts.retrieve(payout_id), parse_stripe_payout)
@@ -436,7 +371,7 @@ class StripeClient:
         found = self._pages(self._stripe.v1.payouts.list, {"limit": LIST_PAGE_SIZE}, PAYOUT_PAGES_MAX)
         if isinstance(found, NoAnswer):
             return found
-        return _parse_matches(found, parse_stripe_payout, reference)
+        return matching(found, parse_stripe_payout, reference)
 
     def list_refunds(self, intent_id: str) -> tuple[Refund, ...] | NoAnswer:
         found = self._pages(
@@ -444,15 +379,7 @@ class StripeClient:
             {"payment_intent": intent_id, "limit": LIST_PAGE_SIZE},
             REFUND_PAGES_MAX,
         )
-        if isinstance(found, NoAnswer):
-            return found
-        try:
-            refunds = tuple(parse_stripe_refund(item) for item in found)
-        except PspParseError as exc:
-            return NoAnswer(f"unparseable: {str(exc)[:200]}")
-        if not all(r.payment_intent_id == intent_id for r in refunds):
-            return NoAnswer("list holds a refund of another intent")
-        return refunds
+        return found if isinstance(found, NoAnswer) else refunds_of(found, intent_id)
 
     # -- settlement (the reconciler's input; ADR 0010, "Settlement from Stripe") ----------------------
 
@@ -470,34 +397,3 @@ class StripeClient:
         invariant(payout_id.startswith("po_") and pages_max > 0, "a payout id and a page bound")
         params = {"payout": payout_id, "expand": ["data.source"], "limit": LIST_PAGE_SIZE}
         return self._pages(self._stripe.v1.balance_transactions.list, params, pages_max)
-
-
-def classify_read(exc: stripe.StripeError) -> NoAnswer:
-    """A lookup that failed: whatever Stripe said, it is not an answer about the object."""
-    return NoAnswer(
-        f"connection_error: {type(exc).__name__}" if exc.http_status is None else f"http_{exc.http_status}"
-    )
-
-
-R = TypeVar("R", PaymentIntent, Refund, Payout)
-
-
-def _parse_matches(
-    documents: list[Any], parse: Callable[[Any], R], reference: str
-) -> Found[R] | Absent | Conflict[R] | NoAnswer:
-    """The objects among ``documents`` that carry our reference. An unreadable object proves nothing
-    about the others, but it may be the one we look for: NoAnswer."""
-    matching: list[R] = []
-    for document in documents:
-        metadata = document.get("metadata") if isinstance(document, dict) else None
-        if isinstance(metadata, dict) and metadata.get(REFERENCE_KEY) != reference:
-            continue  # someone else's object: not read further
-        try:
-            matching.append(parse(document))
-        except PspParseError as exc:
-            return NoAnswer(f"unparseable: {str(exc)[:200]}")
-    if not all(v.reference == reference for v in matching):
-        return NoAnswer("a match does not carry our reference")
-    if not matching:
-        return Absent()
-    return Found(matching[0]) if len(matching) == 1 else Conflict(tuple(matching))
