@@ -38,7 +38,7 @@ from aiohttp.typedefs import Middleware
 from opentelemetry.trace import SpanKind
 from prometheus_client import Counter
 
-from backbone import bodies, failpoints, tracing
+from backbone import bodies, failpoints, tracing, tracing_setup
 from backbone.carddata import (
     CARD_DATA_CODE,
     CARD_DATA_MESSAGE,
@@ -182,7 +182,7 @@ async def traced(request: web.Request, handler: Handler) -> web.StreamResponse:
     if route in HEALTH_ROUTES:
         return await handler(request)
     attributes = {"http.request.method": request.method, "http.route": route}
-    with tracing.tracer().start_as_current_span(
+    with tracing_setup.tracer().start_as_current_span(
         f"{request.method} {route}",
         context=tracing.extract(request.headers),
         kind=SpanKind.SERVER,

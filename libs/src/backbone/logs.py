@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any, Final
 
-from backbone import tracing
+from backbone import tracing, tracing_setup
 from backbone.carddata import REDACTED, find_card_number, is_card_field, redact_card_numbers
 
 _DEPTH_MAX: Final = 8
@@ -166,4 +166,4 @@ def configure_logging(service: str, level: str = "INFO") -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    tracing.configure_tracing(service)
+    tracing_setup.configure_tracing(service)

@@ -277,12 +277,13 @@ class AmountSettings:
         )
 
 
-# -- where backbone.tracing exports spans -------------------------------------------------------------
+# -- where backbone.tracing_setup exports spans ------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
 class TracingSettings:
-    """The exporters ``backbone.tracing.configure_tracing`` installs (neither set: spans are ids only)."""
+    """The exporters ``backbone.tracing_setup.configure_tracing`` installs (neither set: spans are
+    ids only)."""
 
     otlp_endpoint: str | None = setting(
         "OTEL_EXPORTER_OTLP_ENDPOINT",

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from backbone import tracing
+from backbone import tracing, tracing_setup
 from backbone.testing import databases
 from backbone.testing.stack import Stack
 
@@ -21,7 +21,7 @@ MESSAGE_TRACE = "00-33333333333333333333333333333333-4444444444444444-01"
 
 @pytest.fixture
 def url(stack: Stack) -> Iterator[str]:
-    tracing.configure_tracing("tracing-locks-test")  # spans with ids (kept once per process)
+    tracing_setup.configure_tracing("tracing-locks-test")  # spans with ids (kept once per process)
     url = databases.create_database(stack.pg_admin_url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE payments (payment_id text PRIMARY KEY)")

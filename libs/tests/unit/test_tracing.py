@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from backbone import tracing
+from backbone import tracing, tracing_setup
 from backbone.avro import AvroCodec, SchemaCatalogue
 from backbone.carddata import find_in_text_pairs, luhn_valid
 from backbone.consumer.messages import Polled
@@ -41,10 +41,10 @@ FOREIGN = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 @pytest.fixture(scope="module")
 def exporter() -> InMemorySpanExporter:
-    tracing.configure_tracing("tracing-test")
+    tracing_setup.configure_tracing("tracing-test")
     assert isinstance(trace.get_tracer_provider(), TracerProvider)
     memory = InMemorySpanExporter()
-    tracing.add_span_processor(SimpleSpanProcessor(memory))
+    tracing_setup.add_span_processor(SimpleSpanProcessor(memory))
     return memory
 
 
@@ -100,10 +100,10 @@ def _consumed(payment_id: str, headers: dict[str, str]) -> tracing.Consumed:
 def test_inject_then_extract_continues_the_same_trace(spans: InMemorySpanExporter) -> None:
     """The traceparent injected inside a span names that span; extracting it gives a context whose
     child span has the same trace id and the span as its parent."""
-    with tracing.tracer().start_as_current_span("producer") as producer:
+    with tracing_setup.tracer().start_as_current_span("producer") as producer:
         carrier: dict[str, str] = {}
         tracing.inject(carrier)
-    with tracing.tracer().start_as_current_span("consumer", context=tracing.extract(carrier)) as child:
+    with tracing_setup.tracer().start_as_current_span("consumer", context=tracing.extract(carrier)) as child:
         pass
     assert carrier["traceparent"] == tracing.traceparent_of(producer)
     assert child.get_span_context().trace_id == producer.get_span_context().trace_id
@@ -115,7 +115,7 @@ def test_inject_then_extract_continues_the_same_trace(spans: InMemorySpanExporte
 def test_a_malformed_or_missing_traceparent_starts_a_new_trace(spans: InMemorySpanExporter) -> None:
     """Garbage in ``traceparent`` is ignored, not an error: the work starts a trace of its own."""
     for carrier in ({"traceparent": "not-a-traceparent"}, {}):
-        with tracing.tracer().start_as_current_span("x", context=tracing.extract(carrier)) as span:
+        with tracing_setup.tracer().start_as_current_span("x", context=tracing.extract(carrier)) as span:
             assert span.get_span_context().is_valid
     assert all(s.parent is None for s in spans.get_finished_spans())
 
@@ -126,7 +126,7 @@ def test_outbox_row_to_kafka_headers_to_consumer_span_is_one_trace(spans: InMemo
     the payment's trace is stored for later work; outside any span a row carries no traceparent."""
     writer = _writer()
     assert "traceparent" not in _command(writer, "pay_none")
-    with tracing.tracer().start_as_current_span("http") as producer:
+    with tracing_setup.tracer().start_as_current_span("http") as producer:
         headers = _command(writer, "pay_1")
     assert headers["traceparent"] == tracing.traceparent_of(producer)
     conn = FakeConn()
@@ -202,7 +202,7 @@ def test_log_lines_carry_trace_span_and_payment_and_still_redact(spans: InMemory
     """Inside a span bound to a payment a line carries trace_id, span_id and payment_id; a field
     passed to the call wins; a card number is still redacted; outside a span no trace fields."""
     assert "trace_id" not in _line("outside")
-    with tracing.tracer().start_as_current_span("work") as span, tracing.bind_payment("pay_9"):
+    with tracing_setup.tracer().start_as_current_span("work") as span, tracing.bind_payment("pay_9"):
         line = _line(f"card {PAN}", note=PAN)
         explicit = _line("other", payment_id="pay_other")
     trace_id, span_id = f"{span.get_span_context().trace_id:032x}", f"{span.get_span_context().span_id:016x}"
@@ -277,7 +277,7 @@ def test_a_psp_call_sends_its_client_span_as_traceparent(spans: InMemorySpanExpo
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         transport = HttpPool(f"http://127.0.0.1:{server.server_port}", TransportSettings())
-        with tracing.tracer().start_as_current_span("worker") as worker:
+        with tracing_setup.tracer().start_as_current_span("worker") as worker:
             transport.request("GET", "/v1/payment_intents/pi_1", None, {})
         transport.close()
     finally:
@@ -318,14 +318,14 @@ def test_a_traceparent_whose_span_id_reads_as_a_card_number_is_not_continued() -
 def test_the_tracer_is_fetched_once() -> None:
     """``tracer()`` hands out the same tracer on every call (building one per request cost ~5 % of
     an API's CPU), and it is the current provider's."""
-    assert tracing.tracer() is tracing.tracer()
+    assert tracing_setup.tracer() is tracing_setup.tracer()
 
 
 def test_spans_are_recorded_only_while_something_exports_them_and_keep_their_ids_either_way() -> None:
     """With no exporter a span is not recorded (recording cost ~10 % of the product's Python CPU for
     nothing) yet has valid ids, which its traceparent carries on; a process that exports records its
     span under that unsampled parent, in the same trace."""
-    sampler = tracing.RecordWhileExported()
+    sampler = tracing_setup.RecordWhileExported()
     quiet = TracerProvider(sampler=sampler).get_tracer("quiet")
     with quiet.start_as_current_span("caller") as caller:
         ctx = caller.get_span_context()
@@ -348,7 +348,7 @@ def test_with_nothing_exporting_a_batch_continues_each_payments_trace_by_ids_alo
     trace wins, a message's own trace is continued with its trace state, a message without headers
     starts a new trace; each payment's outbox row carries its own span, not sampled, and payments seen
     first are remembered with that same span."""
-    monkeypatch.setattr(tracing._sampler, "exporting", False)
+    monkeypatch.setattr(tracing_setup.SAMPLER, "exporting", False)
     writer = _writer()
     deposit = "00-11111111111111111111111111111111-2222222222222222-01"
     conn = FakeConn({"pay_stored": deposit})
@@ -367,9 +367,9 @@ def test_with_nothing_exporting_a_batch_continues_each_payments_trace_by_ids_alo
     )
     assert written["pay_new"].get("tracestate") == "vendor=x"
     assert conn.remembered == {pid: written[pid]["traceparent"] for pid in ("pay_new", "pay_bare")}
-    sdk = TracerProvider(sampler=tracing.RecordWhileExported()).get_tracer("sdk")
+    sdk = TracerProvider(sampler=tracing_setup.RecordWhileExported()).get_tracer("sdk")
     dropped = sdk.start_span("x", context=tracing.extract({"traceparent": FOREIGN, "tracestate": "vendor=x"}))
-    ours = tracing._ids_only_span(tracing.extract({"traceparent": FOREIGN, "tracestate": "vendor=x"}))
+    ours = tracing_setup.ids_only_span(tracing.extract({"traceparent": FOREIGN, "tracestate": "vendor=x"}))
     a, b = dropped.get_span_context(), ours.get_span_context()
     assert (a.trace_id, a.trace_flags, a.trace_state) == (b.trace_id, b.trace_flags, b.trace_state)
     assert not ours.is_recording() and b.is_valid

@@ -49,7 +49,7 @@ from typing import Final
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from backbone import failpoints, tracing
+from backbone import failpoints, tracing, tracing_setup
 from backbone.avro import AvroCodec
 from backbone.backoff import exponential_ms
 from backbone.consumer.inbox import (
@@ -651,7 +651,7 @@ class IdempotentConsumer:
 def _traced(consumer: str, events: list[InboundEvent]) -> list[tracing.Consumed]:
     """The events as tracing sees them: one CONSUMER span each, named ``<consumer> <event type>``
     (attributes only when spans are recorded: a span with ids only drops them)."""
-    if not tracing.exporting():
+    if not tracing_setup.exporting():
         return [tracing.Consumed("", e.event.envelope.payment_id, e.trace_headers, {}) for e in events]
     return [
         tracing.Consumed(
