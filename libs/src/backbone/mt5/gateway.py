@@ -16,7 +16,6 @@ Promises (DESIGN §3, §7; reference §6):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from types import TracebackType
 from typing import Final
@@ -29,20 +28,19 @@ from backbone.mt5.arguments import check_balance_args, check_login, check_lookup
 from backbone.mt5.cache import BoundedTtlCache
 from backbone.mt5.connection import ManagerConnection
 from backbone.mt5.lookup import match_balance_deal
-from backbone.mt5.mapping import GroupFacts, balance_ticket, parse_group
-from backbone.mt5.protocol import (
-    Answer,
-    AnswerError,
-    DealRecord,
-    cut_comment,
-    decimal_field,
-    int_field,
-    list_answer,
-    object_answer,
-    parse_deal,
-    parse_server_time,
-    str_field,
+from backbone.mt5.mapping import (
+    GroupFacts,
+    UserFacts,
+    balance_ticket,
+    deal_list,
+    deal_of,
+    deal_total,
+    parse_group,
+    server_time_of,
+    trade_state_of,
+    user_of,
 )
+from backbone.mt5.protocol import Answer, DealRecord, cut_comment
 from backbone.mt5.results import (
     AccountInfo,
     AccountMissing,
@@ -53,7 +51,6 @@ from backbone.mt5.results import (
     DealType,
     NoAnswer,
     Refused,
-    ServerTime,
     TimeResult,
     TradeState,
     TradeStateResult,
@@ -67,15 +64,6 @@ BATCH_ROWS_MAX: Final = 10_000  # a get_batch answer this long may have been cut
 SCAN_ATTEMPTS_MAX: Final = 3  # a window that keeps changing under a scan gives NoAnswer
 USER_RIGHT_ENABLED: Final = 0x1
 log = get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class _User:
-    login: int
-    group: str
-    rights: int
-    balance: Decimal
-    credit: Decimal
 
 
 class Mt5Gateway:
@@ -113,20 +101,13 @@ class Mt5Gateway:
 
     def server_time(self) -> TimeResult:
         answer = self._read("time/server", {})
-        if isinstance(answer, NoAnswer):
-            return answer
-        if answer.retcode != 0:
-            return NoAnswer("unexpected_retcode", answer.retcode)
-        try:
-            return ServerTime(parse_server_time(answer))
-        except AnswerError:
-            return NoAnswer("unparseable")
+        return answer if isinstance(answer, NoAnswer) else server_time_of(answer)
 
     def account(self, login: int) -> AccountResult:
         """The account now (fresh ``user/get`` and ``group/get``; refreshes the caches)."""
         check_login(login)
         user = self._user(login)
-        if not isinstance(user, _User):
+        if not isinstance(user, UserFacts):
             return user
         group = self._group(user.group, fresh=True)
         if isinstance(group, NoAnswer):
@@ -150,25 +131,8 @@ class Mt5Gateway:
         answer = self._read("user/account/get", {"login": login})
         if isinstance(answer, NoAnswer):
             return answer
-        if answer.retcode == 13:
-            return AccountMissing(login)
-        if answer.retcode != 0:
-            return NoAnswer("unexpected_retcode", answer.retcode)
-        try:
-            obj = object_answer(answer)
-            state = TradeState(
-                int_field(obj, "Login"),
-                int_field(obj, "CurrencyDigits"),
-                decimal_field(obj, "Balance"),
-                decimal_field(obj, "Credit"),
-                decimal_field(obj, "Equity"),
-                decimal_field(obj, "Margin"),
-                decimal_field(obj, "MarginFree"),
-                decimal_field(obj, "MarginLevel"),
-            )
-        except AnswerError:
-            return NoAnswer("unparseable")
-        if state.login != login:
+        state = trade_state_of(answer, login)
+        if isinstance(state, TradeState) and state.login != login:
             return self._crossed("user/account/get", login, state.login)
         return state
 
@@ -241,12 +205,9 @@ class Mt5Gateway:
         answer = self._read("deal/get", {"ticket": ticket})
         if isinstance(answer, NoAnswer):
             return NoAnswer(f"unverified_{answer.reason}", answer.retcode)
-        if answer.retcode != 0:
-            return NoAnswer("ticket_not_found", answer.retcode)
-        try:
-            deal = parse_deal(object_answer(answer))
-        except AnswerError:
-            return NoAnswer("unparseable")
+        deal = deal_of(answer)
+        if isinstance(deal, NoAnswer):
+            return deal
         if deal.login != login:
             return self._crossed("trade/balance", login, deal.login)
         if (deal.ticket, deal.action, deal.comment, deal.profit) != (ticket, deal_type, comment, amount):
@@ -317,26 +278,15 @@ class Mt5Gateway:
 
     def _total(self, window: dict[str, str | int]) -> int | NoAnswer:
         answer = self._read("deal/get_total", window)
-        if isinstance(answer, NoAnswer):
-            return answer
-        if answer.retcode != 0:
-            return NoAnswer("unexpected_retcode", answer.retcode)
-        try:
-            total = int_field(object_answer(answer), "Total")
-        except AnswerError:
-            return NoAnswer("unparseable")
-        return total if total >= 0 else NoAnswer("unparseable")
+        return answer if isinstance(answer, NoAnswer) else deal_total(answer)
 
     def _page(self, login: int, params: dict[str, str | int]) -> list[DealRecord] | NoAnswer:
         answer = self._read("deal/get_page", params)
         if isinstance(answer, NoAnswer):
             return answer
-        if answer.retcode != 0:
-            return NoAnswer("unexpected_retcode", answer.retcode)
-        try:
-            page = [parse_deal(obj) for obj in list_answer(answer)]
-        except AnswerError:
-            return NoAnswer("unparseable")
+        page = deal_list(answer)
+        if isinstance(page, NoAnswer):
+            return page
         stranger = next((d.login for d in page if d.login != login), None)
         return self._crossed("deal/get_page", login, stranger) if stranger is not None else page
 
@@ -362,12 +312,9 @@ class Mt5Gateway:
                 continue
             if isinstance(answer, NoAnswer):
                 return answer
-            if answer.retcode != 0:
-                return NoAnswer("unexpected_retcode", answer.retcode)
-            try:
-                deals = [parse_deal(obj) for obj in list_answer(answer)]
-            except AnswerError:
-                return NoAnswer("unparseable")
+            deals = deal_list(answer)
+            if isinstance(deals, NoAnswer):
+                return deals
             if len(deals) >= rows_max:
                 if start == end:
                     return NoAnswer("too_many_deals")
@@ -392,29 +339,17 @@ class Mt5Gateway:
         group = self._group(name, fresh=False)
         return NoAnswer(group.reason, group.retcode, sent=False) if isinstance(group, NoAnswer) else group
 
-    def _user(self, login: int) -> _User | AccountMissing | NoAnswer:
+    def _user(self, login: int) -> UserFacts | AccountMissing | NoAnswer:
         answer = self._read("user/get", {"login": login})
         if isinstance(answer, NoAnswer):
             return answer
-        if answer.retcode == 13:
+        user = user_of(answer, login)
+        if isinstance(user, AccountMissing):
             self._logins.drop(login)
-            return AccountMissing(login)
-        if answer.retcode != 0:
-            return NoAnswer("unexpected_retcode", answer.retcode)
-        try:
-            obj = object_answer(answer)
-            echoed = int_field(obj, "Login")
-            user = _User(
-                echoed,
-                str_field(obj, "Group"),
-                int_field(obj, "Rights"),
-                decimal_field(obj, "Balance"),
-                decimal_field(obj, "Credit"),
-            )
-        except AnswerError:
-            return NoAnswer("unparseable")
-        if echoed != login:
-            return self._crossed("user/get", login, echoed)
+        if not isinstance(user, UserFacts):
+            return user
+        if user.login != login:
+            return self._crossed("user/get", login, user.login)
         self._logins.put(login, user.group)
         return user
 
