@@ -35,24 +35,25 @@ def test_the_loop_commits_without_waiting_for_a_coordinator(monkeypatch: pytest.
     no broker at all, flushing applied positions from the loop returns at once, keeps one commit in
     flight (not one per idle poll), and a position stays pending until Kafka confirms it."""
     consumer = _consumer(monkeypatch)
-    consumer._pending_commits = {("t-commit", 0): 5, ("t-commit", 1): 7}
-    flush = threading.Thread(target=consumer._flush_commits, args=({("t-commit", 0), ("t-commit", 1)},))
+    positions = consumer._positions
+    positions.pending = {("t-commit", 0): 5, ("t-commit", 1): 7}
+    flush = threading.Thread(target=positions.flush, args=({("t-commit", 0), ("t-commit", 1)},))
     flush.start()
     flush.join(5)
     assert not flush.is_alive(), "the loop waited on a commit with no coordinator"
     assert _in_flight(consumer)
 
-    consumer._pending_commits[("t-commit", 0)] = 9  # applied meanwhile: a later position
+    positions.pending[("t-commit", 0)] = 9  # applied meanwhile: a later position
     consumer._on_commit(None, [TopicPartition("t-commit", 0, 5), TopicPartition("t-commit", 1, 7)])
-    assert consumer._pending_commits == {("t-commit", 0): 9}
+    assert positions.pending == {("t-commit", 0): 9}
     assert not _in_flight(consumer)
 
     consumer._on_commit(KafkaError(KafkaError.REBALANCE_IN_PROGRESS), [TopicPartition("t-commit", 0, 9)])
-    assert consumer._pending_commits == {("t-commit", 0): 9}, "a failed commit is tried again later"
+    assert positions.pending == {("t-commit", 0): 9}, "a failed commit is tried again later"
 
 
 def _in_flight(consumer: IdempotentConsumer) -> bool:
-    return consumer._commit_in_flight
+    return consumer._positions.in_flight
 
 
 class _Buffered:
