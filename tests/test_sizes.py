@@ -26,15 +26,6 @@ FUNCTION_LINES_MAX: Final = 70
 SPLITTING: Final = "over the rule; being split (issue 37)"
 
 EXCEPTIONS: Final[dict[str, str]] = {
-    "libs/src/backbone/consumer/loop.py": SPLITTING,
-    "libs/src/backbone/mt5/gateway.py": SPLITTING,
-    "libs/src/backbone/psp/stripe_client.py": SPLITTING,
-    "libs/src/backbone/testing/drill/checker.py": SPLITTING,
-    "libs/src/backbone/testing/drill/faults.py": SPLITTING,
-    "libs/src/backbone/testing/drill/workload.py": SPLITTING,
-    "libs/src/backbone/testing/drill/workload.py::Workload._deposit": SPLITTING,
-    "libs/src/backbone/testing/system.py": SPLITTING,
-    "libs/src/backbone/tracing.py": SPLITTING,
     "services/mt5_credit/src/mt5_credit/adapters/memory_store.py": SPLITTING,
     "services/payment_state/src/payment_state/application/ports.py": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py": SPLITTING,
