@@ -26,8 +26,6 @@ FUNCTION_LINES_MAX: Final = 70
 SPLITTING: Final = "over the rule; being split (issue 37)"
 
 EXCEPTIONS: Final[dict[str, str]] = {
-    "services/mt5_credit/src/mt5_credit/adapters/memory_store.py": SPLITTING,
-    "services/payment_state/src/payment_state/application/ports.py": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_bank_layer": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_credit_layer": SPLITTING,
