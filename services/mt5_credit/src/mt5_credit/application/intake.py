@@ -14,6 +14,7 @@ from typing import Any
 
 from backbone.consumer.messages import InboundEvent, UnitOfWork
 from backbone.logs import get_logger
+from backbone.repairs import RepairCommand
 
 from mt5_credit.application import outcomes, withdrawal_steps
 from mt5_credit.application.ports import CreditStore, RateSource
@@ -90,16 +91,16 @@ class Intake:
         command = repairs.command_of(payment_id, body)
         if command is None:
             return
-        existing = store.row_of_repair(command.ref.repair_id)
+        existing = store.row_of_repair(command.repair_id)
         if existing is not None:  # the same repair again: its row answers, once
-            log.info("repair_row_exists", repair_id=command.ref.repair_id, credit_id=existing)
+            log.info("repair_row_exists", repair_id=command.repair_id, credit_id=existing)
             return
         plan: NewRow | repairs.Refused | None = repairs.check(command)
         if plan is None:
             plan = self._plan_repair(store, command)
         if isinstance(plan, repairs.Refused):
-            store.publish_outcome(payment_id, outcomes.refused(command.ref, plan.reason))
-            log.warning("repair_refused", repair_id=command.ref.repair_id, reason=plan.reason)
+            store.publish_outcome(payment_id, outcomes.refused(repairs.ref_of(command), plan.reason))
+            log.warning("repair_refused", repair_id=command.repair_id, reason=plan.reason)
             return
         fact = command.fact or {}
         credit_id = store.insert_row(
@@ -110,12 +111,12 @@ class Intake:
             source_reference=fact.get("refund_id") or fact.get("chargeback_id"),
         )
         event = "repair_row_created" if credit_id else "repair_row_exists"
-        log.info(event, repair_id=command.ref.repair_id, credit_id=credit_id)
+        log.info(event, repair_id=command.repair_id, credit_id=credit_id)
 
-    def _plan_repair(self, store: CreditStore, command: repairs.RepairCommand) -> NewRow | repairs.Refused:
+    def _plan_repair(self, store: CreditStore, command: RepairCommand) -> NewRow | repairs.Refused:
         fact = command.fact or {}
         deposit = str(fact["deposit_reference"])
-        if command.ref.repair_type == "mt5_debit":
+        if command.repair_type == "mt5_debit":
             return repairs.plan_repair_debit(command, store.load_original(deposit))
         intent = store.load_intent(deposit)
         account = None if intent is None else store.load_account(intent.mt5_login)

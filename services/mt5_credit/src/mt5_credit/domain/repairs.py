@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from backbone.repairs import command_for
+from backbone.repairs import RepairCommand, command_for
 
 from mt5_credit.domain.fx import FxQuote
 from mt5_credit.domain.intake import (
@@ -77,42 +77,24 @@ class RepairRef:
 
 
 @dataclass(frozen=True, slots=True)
-class RepairCommand:
-    ref: RepairRef
-    payment_id: str
-    mt5_login: int | None
-    amount_minor: int | None
-    currency: str | None
-    fact_type: str | None
-    fact: Mapping[str, Any] | None
-
-
-@dataclass(frozen=True, slots=True)
 class Refused:
     reason: str
 
 
 def command_of(payment_id: str, body: Mapping[str, Any]) -> RepairCommand | None:
     """The command when it is mt5-credit's (v1 commands name no target: not ours)."""
-    command = command_for(TARGET, payment_id, body)
-    if command is None:
-        return None
-    ref = RepairRef(
+    return command_for(TARGET, payment_id, body)
+
+
+def ref_of(command: RepairCommand) -> RepairRef:
+    """What the repair's row keeps of ``command``."""
+    return RepairRef(
         command.repair_id,
         command.case_id,
         command.repair_type,
         command.command_digest,
         command.requested_by,
         command.approved_by,
-    )
-    return RepairCommand(
-        ref=ref,
-        payment_id=payment_id,
-        mt5_login=command.mt5_login,
-        amount_minor=command.amount_minor,
-        currency=command.currency,
-        fact_type=command.fact_type,
-        fact=command.fact,
     )
 
 
@@ -122,18 +104,18 @@ def source_key(ref: RepairRef) -> str:
 
 def check(command: RepairCommand) -> Refused | None:
     """What any repair must be before anything is loaded."""
-    ref = command.ref
-    if ref.repair_type not in FACT_OF:
-        return Refused(f"mt5-credit does not execute {ref.repair_type} repairs")
-    if not ref.requested_by or ref.requested_by == ref.approved_by:  # never trust the sender
+    repair_type, fact = command.repair_type, command.fact
+    if repair_type not in FACT_OF:
+        return Refused(f"mt5-credit does not execute {repair_type} repairs")
+    if command.same_person:  # never trust the sender
         return Refused("proposed and approved by the same person")
-    if command.fact_type not in FACT_OF[ref.repair_type] or command.fact is None:
+    if command.fact_type not in FACT_OF[repair_type] or fact is None:
         return Refused(
-            f"a {ref.repair_type} repair needs its money fact ({', '.join(sorted(FACT_OF[ref.repair_type]))})"
+            f"a {repair_type} repair needs its money fact ({', '.join(sorted(FACT_OF[repair_type]))})"
         )
     if not isinstance(command.amount_minor, int) or command.amount_minor <= 0:
         return Refused("amount_minor must be positive")
-    if not command.fact.get("deposit_reference"):
+    if not fact.get("deposit_reference"):
         return Refused("the fact names no deposit: nothing of ours to credit or debit")
     return None
 
@@ -170,7 +152,8 @@ def plan_repair_credit(
     plan = plan_credit(captured, intent, account, quote, credited_by=None)
     if isinstance(plan, OpenCase):
         return Refused(plan.reason)
-    return replace(plan, source_key=source_key(command.ref), repair=command.ref)
+    ref = ref_of(command)
+    return replace(plan, source_key=source_key(ref), repair=ref)
 
 
 def plan_repair_debit(command: RepairCommand, original: OriginalCredit | None) -> NewRow | Refused:
@@ -195,4 +178,5 @@ def plan_repair_debit(command: RepairCommand, original: OriginalCredit | None) -
     plan = plan_debit(taken, original)
     if isinstance(plan, OpenCase):
         return Refused(plan.reason)
-    return replace(plan, source_key=source_key(command.ref), repair=command.ref)
+    ref = ref_of(command)
+    return replace(plan, source_key=source_key(ref), repair=ref)

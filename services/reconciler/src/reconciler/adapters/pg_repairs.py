@@ -22,11 +22,11 @@ from reconciler.adapters.tables import audit, case_history, cases, repairs
 from reconciler.application.ports import DeskTransaction
 from reconciler.domain.cases import CaseClass, CaseStatus
 from reconciler.domain.merchants import Scope
-from reconciler.domain.repairs import CaseView, RepairCommand, RepairStatus, RepairType, RepairView
+from reconciler.domain.repairs import CaseView, ProposedCommand, RepairStatus, RepairType, RepairView
 
 
-def _command(raw: dict[str, Any]) -> RepairCommand:
-    return RepairCommand(
+def _command(raw: dict[str, Any]) -> ProposedCommand:
+    return ProposedCommand(
         repair_type=RepairType(raw["repair_type"]),
         case_id=int(raw["case_id"]),
         source_key=str(raw["source_key"]),
@@ -92,7 +92,7 @@ class _Tx:
         ).first()
         return None if row is None else _view(row)
 
-    def insert_repair(self, command: RepairCommand, maker: str) -> int:
+    def insert_repair(self, command: ProposedCommand, maker: str) -> int:
         return int(
             self._conn.execute(
                 insert(repairs)
@@ -110,7 +110,7 @@ class _Tx:
             ).scalar_one()
         )
 
-    def amend_repair(self, repair_id: int, command: RepairCommand, maker: str) -> None:
+    def amend_repair(self, repair_id: int, command: ProposedCommand, maker: str) -> None:
         self._conn.execute(
             update(repairs)
             .where(repairs.c.id == repair_id)
@@ -194,7 +194,7 @@ class _Tx:
         body = {"case_id": case_id, "resolution": resolution[:500], "resolved_by": actor}
         self._desk.outbox_write(self._conn, self._desk.events_topic, "CaseResolved", key, body)
 
-    def send(self, repair_id: int, command: RepairCommand, maker: str, checker: str) -> None:
+    def send(self, repair_id: int, command: ProposedCommand, maker: str, checker: str) -> None:
         body = {
             "repair_id": repair_id,
             "case_id": command.case_id,

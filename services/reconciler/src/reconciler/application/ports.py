@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from reconciler.domain.cases import CaseAction, Finding, KnownCase
 from reconciler.domain.merchants import KnownMerchants, MerchantRefs
 from reconciler.domain.records import Record
-from reconciler.domain.repairs import CaseView, RepairCommand, RepairStatus, RepairType, RepairView
+from reconciler.domain.repairs import CaseView, ProposedCommand, RepairStatus, RepairType, RepairView
 from reconciler.domain.reports import ParsedReport, PlainFile, ReportType
 
 
@@ -182,9 +182,9 @@ class DeskTransaction(Protocol):
         """The repair of that record and type, locked (there is at most one)."""
         ...
 
-    def insert_repair(self, command: RepairCommand, maker: str) -> int: ...
+    def insert_repair(self, command: ProposedCommand, maker: str) -> int: ...
 
-    def amend_repair(self, repair_id: int, command: RepairCommand, maker: str) -> None:
+    def amend_repair(self, repair_id: int, command: ProposedCommand, maker: str) -> None:
         """A new command (and revision) for a proposed or rejected repair, proposed again."""
         ...
 
@@ -202,7 +202,7 @@ class DeskTransaction(Protocol):
         """Resolved by a person (``CaseResolved`` goes out with it)."""
         ...
 
-    def send(self, repair_id: int, command: RepairCommand, maker: str, checker: str) -> None:
+    def send(self, repair_id: int, command: ProposedCommand, maker: str, checker: str) -> None:
         """``ExecuteRepair`` into the outbox, for the command's target."""
         ...
 

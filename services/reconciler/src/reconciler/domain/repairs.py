@@ -106,8 +106,10 @@ class Explained:
 
 
 @dataclass(frozen=True, slots=True)
-class RepairCommand:
-    """The exact command a checker approves (everything in it is in the digest)."""
+class ProposedCommand:
+    """The exact command a maker proposes and a checker approves (everything in it is in the
+    digest). Approved, it goes out as ``ExecuteRepair`` with its repair id, maker, checker and
+    digest, which the executing services read as ``backbone.repairs.RepairCommand``."""
 
     repair_type: RepairType
     case_id: int
@@ -134,12 +136,12 @@ class RepairView:
     repair_id: int
     case_id: int
     status: RepairStatus
-    command: RepairCommand
+    command: ProposedCommand
     proposed_by: str
     revision: int
 
 
-def command_digest(command: RepairCommand) -> str:
+def command_digest(command: ProposedCommand) -> str:
     """SHA-256 (hex) of the command's canonical JSON: sorted keys, no whitespace."""
     canonical = json.dumps(command.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -164,7 +166,7 @@ def command_for(
     amount_minor: int | None = None,
     currency: str | None = None,
     mt5_login: int | None = None,
-) -> RepairCommand:
+) -> ProposedCommand:
     """The command proposed against ``case``, or RepairRefused saying why it cannot be."""
     reason = reason.strip()
     if not reason or len(reason) > REASON_MAX:
@@ -182,7 +184,7 @@ def command_for(
     if repair_type is RepairType.CLOSE:
         if amount_minor is not None or currency is not None or mt5_login is not None:
             raise RepairRefused(400, "bad_repair", "a close moves no money: no amount, currency or login")
-        return RepairCommand(
+        return ProposedCommand(
             repair_type, case.case_id, case.source_key, "reconciler", None, None, None, None, reason
         )
     money = explained(case)
@@ -203,7 +205,7 @@ def command_for(
     login = mt5_login if mt5_login is not None else _login_of(case)
     if needs_login and (not isinstance(login, int) or isinstance(login, bool) or login <= 0):
         raise RepairRefused(400, "bad_repair", "an MT5 repair needs the mt5_login it moves money on")
-    return RepairCommand(
+    return ProposedCommand(
         repair_type,
         case.case_id,
         case.source_key,
