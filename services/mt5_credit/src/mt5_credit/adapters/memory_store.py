@@ -238,15 +238,15 @@ class InMemoryCreditStore(MemoryCreditClaims):
     def open_case(
         self,
         subject: str,
-        case_kind: str,
+        case_class: str,
         reason: str,
         *,
         credit_id: int | None = None,
         deposit_reference: str | None = None,
     ) -> bool:
-        if (subject, case_kind) in self._t.cases:
+        if (subject, case_class) in self._t.cases:
             return False
-        self._t.cases[(subject, case_kind)] = {
+        self._t.cases[(subject, case_class)] = {
             "credit_id": credit_id, "deposit_reference": deposit_reference, "reason": reason[:1000],
         }  # fmt: skip  # packed: a few items a line read better than one each
         return True

@@ -328,17 +328,18 @@ class PgCreditStore(PgCreditClaims):
     def open_case(
         self,
         subject: str,
-        case_kind: str,
+        case_class: str,
         reason: str,
         *,
         credit_id: int | None = None,
         deposit_reference: str | None = None,
     ) -> bool:
-        """Open a case once per (subject, kind); True when this call opened it."""
+        """Open a case once per (subject, case class); True when this call opened it."""
+        # the column keeps its name case_kind until an expand/contract migration renames it
         opened = self._conn.execute(
             """INSERT INTO credit_cases (subject, case_kind, credit_id, deposit_reference, reason)
                VALUES (%s, %s, %s, %s, %s) ON CONFLICT (subject, case_kind) DO NOTHING RETURNING id""",
-            (subject, case_kind, credit_id, deposit_reference, reason[:1000]),
+            (subject, case_class, credit_id, deposit_reference, reason[:1000]),
         ).fetchone()
         return opened is not None
 

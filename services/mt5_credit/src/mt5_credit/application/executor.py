@@ -202,7 +202,7 @@ class Executor:
         observes the credit's timing once that transaction committed."""
         failpoints.hit("mt5_credit.before_record_outcome")
         if isinstance(answer, _Prechecked):
-            self._fail(store, row, None, answer.problem, case_kind="precheck")
+            self._fail(store, row, None, answer.problem, case_class="precheck")
             return None
         started_ago_ms = int((time.monotonic() - answer.started) * 1000) + 1
         match answer.outcome:
@@ -217,7 +217,7 @@ class Executor:
                     return lambda: metrics.observe_done(row)
             case Refused(retcode=retcode, reason=reason):
                 self._fail(
-                    store, row, None if retcode is None else str(retcode), reason, case_kind="rejected"
+                    store, row, None if retcode is None else str(retcode), reason, case_class="rejected"
                 )
             case NoAnswer(reason=why, sent=sent):
                 reason = why if sent else f"{why} (not sent)"
@@ -232,7 +232,7 @@ class Executor:
 
     @staticmethod
     def _fail(
-        store: CreditStore, row: CreditRow, retcode: str | None, reason: str, *, case_kind: str
+        store: CreditStore, row: CreditRow, retcode: str | None, reason: str, *, case_class: str
     ) -> None:
         """Inside the caller's transaction: failed, a case, and the event a person will see."""
         if not store.finish(row, CreditStatus.FAILED, reason, retcode=retcode):
@@ -241,7 +241,7 @@ class Executor:
         withdrawal_steps.row_failed(store, row, reason)
         store.open_case(
             f"credit:{row.id}",
-            case_kind,
+            case_class,
             reason,
             credit_id=row.id,
             deposit_reference=row.deposit_reference,

@@ -118,13 +118,13 @@ class CreditStore(Protocol):
     def open_case(
         self,
         subject: str,
-        case_kind: str,
+        case_class: str,
         reason: str,
         *,
         credit_id: int | None = None,
         deposit_reference: str | None = None,
     ) -> bool:
-        """Open a case once per (subject, kind); True when this call opened it."""
+        """Open a case once per (subject, case class); True when this call opened it."""
         ...
 
     # rows: claim, call, outcome, lookup
