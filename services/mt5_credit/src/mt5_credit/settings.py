@@ -60,9 +60,13 @@ class WorkerSettings:
     lookback_ms: int = setting(
         "RESOLVE_LOOKBACK_MS", 15 * 60_000, doc="lookup window before the first claim and after now"
     )
-    backoff_base_ms: int = setting("RESOLVE_BACKOFF_BASE_MS", 5_000, doc="first wait after a silent lookup")
+    backoff_base_ms: int = setting(
+        "RESOLVE_BACKOFF_BASE_MS", 5_000, doc="first wait after a lookup with no answer"
+    )
     backoff_cap_ms: int = setting("RESOLVE_BACKOFF_CAP_MS", 300_000, doc="longest wait between lookups")
-    no_answer_attempts_max: int = setting("RESOLVE_NO_ANSWER_MAX", 5, doc="silent lookups before a case")
+    no_answer_attempts_max: int = setting(
+        "RESOLVE_NO_ANSWER_MAX", 5, doc="lookups with no answer before a case"
+    )
     health_port: int = setting("HEALTH_PORT", 0, doc="0 disables /healthz, /readyz, /metrics")
 
 

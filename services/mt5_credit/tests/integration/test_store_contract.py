@@ -181,7 +181,7 @@ def test_a_silent_lookup_keeps_the_row_unknown_and_counts(h: Harness) -> None:
     h.store.finish(claimed, CreditStatus.UNKNOWN, "no answer")
     row = h.store.load_row(credit)
     assert row is not None
-    assert h.store.resolve(row, CreditStatus.UNKNOWN, "lookup: no answer", silent=True)
+    assert h.store.resolve(row, CreditStatus.UNKNOWN, "lookup: no answer", no_answer=True)
     after = h.store.load_row(credit)
     assert after is not None and (after.status, after.silent_lookups) == (CreditStatus.UNKNOWN, 1)
     assert h.store.resolve(after, CreditStatus.UNKNOWN, "a person decides", needs_person=True)

@@ -118,7 +118,7 @@ class MemoryCreditClaims:
         *,
         ticket: int | None = None,
         needs_person: bool = False,
-        silent: bool = False,
+        no_answer: bool = False,
         next_lookup_ms: int = 0,
     ) -> bool:
         invariant(
@@ -130,7 +130,7 @@ class MemoryCreditClaims:
         s.row = replace(
             s.row, status=to,
             mt5_deal_ticket=ticket if ticket is not None else s.row.mt5_deal_ticket,
-            silent_lookups=s.row.silent_lookups + 1 if silent else 0,
+            silent_lookups=s.row.silent_lookups + 1 if no_answer else 0,
             claim_token=None if to is CreditStatus.PENDING else s.row.claim_token,
         )  # fmt: skip  # packed: a few items a line read better than one each
         s.needs_person = s.needs_person or needs_person

@@ -244,7 +244,7 @@ class PgCreditClaims:
         *,
         ticket: int | None = None,
         needs_person: bool = False,
-        silent: bool = False,
+        no_answer: bool = False,
         next_lookup_ms: int = 0,
     ) -> bool:
         """Apply a lookup's verdict to an unknown row still under the same claim; False if it moved."""
@@ -264,7 +264,7 @@ class PgCreditClaims:
                 ticket,
                 needs_person,
                 reason[:500],
-                silent,
+                no_answer,
                 next_lookup_ms,
                 to.value,
                 row.id,

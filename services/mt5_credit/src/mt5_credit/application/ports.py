@@ -167,7 +167,7 @@ class CreditStore(Protocol):
         *,
         ticket: int | None = None,
         needs_person: bool = False,
-        silent: bool = False,
+        no_answer: bool = False,
         next_lookup_ms: int = 0,
     ) -> bool:
         """A lookup's verdict on an unknown row still under the same claim; False if it moved."""

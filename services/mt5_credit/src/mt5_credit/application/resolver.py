@@ -127,14 +127,14 @@ class Resolver:
             case NoAnswer():
                 kind, detail = LookupKind.NO_ANSWER, lookup.reason
         metrics.LOOKUP_OUTCOMES.labels(kind.value).inc()
-        silent = kind is LookupKind.NO_ANSWER
-        verdict = after_lookup(kind, row.silent_lookups + (1 if silent else 0), self._timing)
+        no_answer = kind is LookupKind.NO_ANSWER
+        verdict = after_lookup(kind, row.silent_lookups + (1 if no_answer else 0), self._timing)
         reason = f"{verdict.reason}: {detail}"
         target = CreditStatus(verdict.target)
         ticket = lookup.ticket if isinstance(lookup, Found) else None
-        delay_ms = backoff_ms(row.silent_lookups + 1, self._timing) if silent else 0
+        delay_ms = backoff_ms(row.silent_lookups + 1, self._timing) if no_answer else 0
         moved = store.resolve(
-            row, target, reason, ticket=ticket, needs_person=verdict.stop_looking, silent=silent,
+            row, target, reason, ticket=ticket, needs_person=verdict.stop_looking, no_answer=no_answer,
             next_lookup_ms=delay_ms,
         )  # fmt: skip  # packed: a few items a line read better than one each
         if not moved:

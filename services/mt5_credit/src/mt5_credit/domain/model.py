@@ -113,7 +113,7 @@ class CreditRow:
     claim_token: str | None
     first_claimed_at_ms: int | None
     claimed_at_ms: int | None
-    silent_lookups: int
+    silent_lookups: int  # lookups with no answer since unknown, named as its column until that is renamed
     mt5_deal_ticket: int | None
     repair_id: int | None = None  # set on a row that executes an approved repair
     credit_reason: CreditReason = CreditReason.DEPOSIT

@@ -1,7 +1,7 @@
 """Resolving ``unknown``: when a row may be looked up, over which window, and what each lookup means.
 
 "No data" is never "no deal": only a complete answer for the whole window (``absent``) sends a row
-back to ``pending``. Conflicts and silence stay ``unknown`` and reach a person; money is never
+back to ``pending``. Conflicts and no answer stay ``unknown`` and reach a person; money is never
 corrected automatically.
 """
 
@@ -28,7 +28,7 @@ class ResolveTiming:
     lookback_ms: int  # the window starts this long before the first claim (clock skew, queues)
     backoff_base_ms: int
     backoff_cap_ms: int
-    no_answer_attempts_max: int  # after this many silent lookups, a case (the row stays unknown)
+    no_answer_attempts_max: int  # after this many lookups with no answer, a case (the row stays unknown)
 
     def __post_init__(self) -> None:
         invariant(self.call_timeout_ms > 0 and self.dead_margin_ms >= 0, "timeouts must be positive")
@@ -66,7 +66,7 @@ class Resolution:
     needs_person: bool  # open a case (once) and emit Mt5CreditNeedsAttention (once)
     alert: bool  # page someone: MT5 cannot be asked
     reason: str
-    # only a person can settle it: no more lookups (conflicting deals). A silent MT5 opens the case
+    # only a person can settle it: no more lookups (conflicting deals). No answer from MT5 opens the case
     # but the row is still looked up (at the capped backoff): when MT5 answers again the row settles
     # by itself and the case's later facts settle the case (a drill found 7 credits parked for a
     # person after a 3 s MT5 restart)
