@@ -37,6 +37,7 @@ RESOLVING: Final = (
     f"{MT5_CREDIT}/application/ports.py",
     f"{MT5_CREDIT}/adapters/postgres_claims.py",
     f"{MT5_CREDIT}/adapters/memory_store.py",
+    f"{MT5_CREDIT}/adapters/memory_claims.py",
 )
 COLUMN_RENAME: Final = "a column rename needs an expand/contract migration for a rolling deploy"
 
@@ -86,7 +87,8 @@ KNOWN: Final = (
     Known("case kind", "docs/glossary.md", 1, "the glossary names the word it retires"),
     Known("silent_lookups", f"{MT5_CREDIT}/application/resolver.py", 2, SILENT_LOOKUPS_COLUMN),
     Known("silent_lookups", f"{MT5_CREDIT}/adapters/postgres_claims.py", 7, SILENT_LOOKUPS_COLUMN),
-    Known("silent_lookups", f"{MT5_CREDIT}/adapters/memory_store.py", 5, SILENT_LOOKUPS_COLUMN),
+    Known("silent_lookups", f"{MT5_CREDIT}/adapters/memory_store.py", 1, SILENT_LOOKUPS_COLUMN),
+    Known("silent_lookups", f"{MT5_CREDIT}/adapters/memory_claims.py", 4, SILENT_LOOKUPS_COLUMN),
 )
 
 
