@@ -9,18 +9,17 @@ records who did it and why. Outcomes are a closed set.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import psycopg
+import typer
 
 from backbone.avro import AvroCodec
 from backbone.carddata import CARD_DATA_CODE, find_card_number, redact_card_numbers
-from backbone.cli import refuse_card_data
+from backbone.cli import run_app
 from backbone.consumer.inbox import claim_events
 from backbone.consumer.messages import (
     BatchHandler,
@@ -155,30 +154,58 @@ def _require_audit(operator: str, note: str) -> None:
         raise ValueError(f"{CARD_DATA_CODE}: who and why must not carry a card number")
 
 
-def dlq_main(argv: list[str] | None, database_url: str, build: Callable[[], ReplayContext]) -> int:
-    """``<service> dlq list|replay|discard``: the command line operators use."""
-    parser = argparse.ArgumentParser(prog="dlq", description="Dead letters of one consumer.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list").add_argument("--all", action="store_true", help="include resolved ones")
-    for name in ("replay", "discard"):
-        cmd = sub.add_parser(name)
-        cmd.add_argument("id", type=int)
-        cmd.add_argument("--by", required=True, help="who does this (audited)")
-        cmd.add_argument("--reason", required=True, help="why (audited)")
-    if refuse_card_data(argv if argv is not None else sys.argv[1:]):
-        return 2  # before argparse, whose errors quote the values they refuse
-    args = parser.parse_args(argv)
-    ctx = build()
-    with connect(database_url, autocommit=True, application_name="dlq-cli") as conn:
-        if args.command == "list":
-            for row in list_dead_letters(conn, ctx.consumer, include_resolved=args.all):
+# The consumer's database URL and how to build its replay context: read when a command runs (its
+# settings are not needed to print the help).
+Target = Callable[[], tuple[str, Callable[[], ReplayContext]]]
+IdArgument = Annotated[int, typer.Argument(metavar="ID", help="the dead letter's id (see list)")]
+ByOption = Annotated[str, typer.Option("--by", help="who does this (audited)")]
+ReasonOption = Annotated[str, typer.Option("--reason", help="why (audited)")]
+
+
+def dlq_app(target: Target) -> typer.Typer:
+    """``<service> dlq list|replay|discard``: the command line operators use. Every command prints
+    JSON: a dead letter a line for ``list``, one outcome for ``replay`` and ``discard`` (exit 1
+    unless it was replayed or discarded)."""
+    app = typer.Typer(help="Dead letters of one consumer.", add_completion=False)
+
+    @app.command(name="list")
+    def list_(every: Annotated[bool, typer.Option("--all", help="include resolved ones")] = False) -> None:
+        """The consumer's dead letters, oldest first (the open ones, unless --all)."""
+        url, build = target()
+        consumer = build().consumer
+        with connect(url, autocommit=True, application_name="dlq-cli") as conn:
+            for row in list_dead_letters(conn, consumer, include_resolved=every):
                 print(json.dumps(row, default=str))
-            return 0
-        outcome: ReplayOutcome | DiscardOutcome
-        if args.command == "replay":
-            outcome = replay_dead_letter(conn, ctx, args.id, operator=args.by, note=args.reason)
-        else:
-            outcome = discard_dead_letter(conn, ctx.consumer, args.id, operator=args.by, note=args.reason)
-    report = {"dead_letter_id": args.id, "outcome": type(outcome).__name__, **outcome.__dict__}
-    print(json.dumps(report))
-    return 0 if isinstance(outcome, Replayed | Discarded) else 1
+
+    @app.command()
+    def replay(dead_letter_id: IdArgument, by: ByOption, reason: ReasonOption) -> None:
+        """Apply a dead letter through the consumer's own handler now; resolved if it applies."""
+        url, build = target()
+        ctx = build()
+        with connect(url, autocommit=True, application_name="dlq-cli") as conn:
+            outcome = replay_dead_letter(conn, ctx, dead_letter_id, operator=by, note=reason)
+        _report(dead_letter_id, outcome)
+
+    @app.command()
+    def discard(dead_letter_id: IdArgument, by: ByOption, reason: ReasonOption) -> None:
+        """Close a dead letter without applying it (garbage bytes, say); who and why are kept."""
+        url, build = target()
+        consumer = build().consumer
+        with connect(url, autocommit=True, application_name="dlq-cli") as conn:
+            outcome = discard_dead_letter(conn, consumer, dead_letter_id, operator=by, note=reason)
+        _report(dead_letter_id, outcome)
+
+    return app
+
+
+def _report(dead_letter_id: int, outcome: ReplayOutcome | DiscardOutcome) -> None:
+    print(
+        json.dumps({"dead_letter_id": dead_letter_id, "outcome": type(outcome).__name__, **outcome.__dict__})
+    )
+    if not isinstance(outcome, Replayed | Discarded):
+        raise typer.Exit(1)
+
+
+def dlq_main(argv: list[str] | None, database_url: str, build: Callable[[], ReplayContext]) -> int:
+    """``dlq_app`` run on ``argv`` (None: the process's), for a command line of its own."""
+    return run_app(dlq_app(lambda: (database_url, build)), argv, prog="dlq")

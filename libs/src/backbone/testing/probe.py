@@ -9,22 +9,24 @@ can never succeed), ``wait`` waits (``NotYet``) until an event of a payment ``go
 (a fact on another key); ``PROBE_HEAL=1`` turns poison and crash off (a fixed deployment, for replay
 tests).
 
-    python -m backbone.testing.probe consume|relay|write|dlq ...
+    python -m backbone.testing.probe consume|relay|dlq|write ...
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
+
+import typer
 
 from backbone.avro import AvroCodec, SchemaCatalogue
-from backbone.consumer.dlq import ReplayContext, dlq_main
+from backbone.cli import Command, Group, dispatch
+from backbone.consumer.dlq import ReplayContext, dlq_app
 from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler, InboundEvent, NotYet, Refuse, UnitOfWork
 from backbone.consumer.settings import ConsumerSettings
@@ -167,45 +169,58 @@ def _outbox_for(topic: str) -> OutboxWriter:
     return OutboxWriter(codec, probe_catalogue(topic, 1, frozenset({EVENT_TYPE})), "probe")
 
 
+def _consume(_: list[str]) -> None:
+    run_consumer_from_env(build_consumer)
+
+
+def _relay(_: list[str]) -> None:
+    run_relay_from_env()
+
+
+def _dlq() -> typer.Typer:
+    def target() -> tuple[str, Callable[[], ReplayContext]]:
+        return os.environ["DATABASE_URL"], build
+
+    def build() -> ReplayContext:
+        codec, catalogue, outbox = _parts()
+        name = os.environ["CONSUMER_NAME"]
+        return ReplayContext(name, make_handler(os.environ.get("PROBE_EMIT_TOPIC")), codec, catalogue, outbox)
+
+    return dlq_app(target)
+
+
+def _writer() -> typer.Typer:
+    app = typer.Typer(add_completion=False)
+    app.command(name="write")(write)
+    return app
+
+
+def write(
+    count: Annotated[int, typer.Option("--count", help="how many events")],
+    keys: Annotated[int, typer.Option("--keys", help="over how many payment ids")] = 10,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="events a transaction")] = 500,
+    merchant_id: Annotated[str, typer.Option("--merchant-id", help="a marker: poison, crash, ...")] = "probe",
+) -> None:
+    """Write events to the outbox of DATABASE_URL for PROBE_TOPIC."""
+    started = time.monotonic()
+    write_events(
+        os.environ["DATABASE_URL"],
+        os.environ["PROBE_TOPIC"],
+        count=count,
+        keys=keys,
+        batch_size=batch_size,
+        merchant_id=merchant_id,
+    )
+    print(f"wrote {count} events in {time.monotonic() - started:.2f}s")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    command = args[0] if args else ""
-    if command == "consume":
-        run_consumer_from_env(build_consumer)
-        return 0
-    if command == "relay":
-        run_relay_from_env()
-        return 0
-    if command == "write":
-        parser = argparse.ArgumentParser(prog="probe write")
-        parser.add_argument("--count", type=int, required=True)
-        parser.add_argument("--keys", type=int, default=10)
-        parser.add_argument("--batch-size", type=int, default=500)
-        parser.add_argument("--merchant-id", default="probe")
-        parsed = parser.parse_args(args[1:])
-        started = time.monotonic()
-        write_events(
-            os.environ["DATABASE_URL"],
-            os.environ["PROBE_TOPIC"],
-            count=parsed.count,
-            keys=parsed.keys,
-            batch_size=parsed.batch_size,
-            merchant_id=parsed.merchant_id,
-        )
-        print(f"wrote {parsed.count} events in {time.monotonic() - started:.2f}s")
-        return 0
-    if command == "dlq":
-
-        def build() -> ReplayContext:
-            codec, catalogue, outbox = _parts()
-            name = os.environ["CONSUMER_NAME"]
-            return ReplayContext(
-                name, make_handler(os.environ.get("PROBE_EMIT_TOPIC")), codec, catalogue, outbox
-            )
-
-        return dlq_main(args[1:], os.environ["DATABASE_URL"], build)
-    print("usage: python -m backbone.testing.probe consume|relay|write|dlq", file=sys.stderr)
-    return 2
+    commands: dict[str, Command | Group] = {
+        "consume": _consume,
+        "relay": _relay,
+        "dlq": Group("the probe's dead letters", _dlq),
+    }
+    return dispatch("backbone.testing.probe", sys.argv[1:] if argv is None else argv, commands, app=_writer)
 
 
 if __name__ == "__main__":

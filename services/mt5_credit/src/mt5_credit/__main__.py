@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from backbone.cli import dispatch, migrate_command
+import typer
+from backbone.cli import ROLES, Command, Group, dispatch, migrate_command
 
 MIGRATIONS: Final = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -44,31 +45,29 @@ def _relay(_: list[str]) -> None:
     run_relay_from_env("mt5_credit")
 
 
-def _dlq(argv: list[str]) -> int:
+def _dlq() -> typer.Typer:
     from mt5_credit.entrypoints import consumer  # noqa: PLC0415 - only what runs
 
-    return consumer.dlq(argv)
+    return consumer.dlq()
 
 
-def _withdrawals(argv: list[str]) -> int:
+def _withdrawals() -> typer.Typer:
     from mt5_credit.entrypoints.withdrawals_cli import app  # noqa: PLC0415 - only what runs
 
-    try:
-        app(argv, prog_name="python -m mt5_credit withdrawals")  # click exits with the command's code
-    except SystemExit as done:
-        return done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
-    return 0
+    return app
 
 
 def main(argv: list[str]) -> int:
-    commands = {
+    commands: dict[str, Command | Group] = {
         "api": _api,
         "consume": _consume,
         "worker": _worker,
         "relay": _relay,
         "migrate": migrate_command("mt5_credit", MIGRATIONS),
-        "dlq": _dlq,
-        "withdrawals": _withdrawals,
+        "dlq": Group(ROLES["dlq"], _dlq),
+        "withdrawals": Group(
+            "withdrawals through the HTTP API: request|list|show|prepare|approve|reject", _withdrawals
+        ),
     }
     return dispatch("mt5_credit", argv, commands, aliases={"http": "api"})
 

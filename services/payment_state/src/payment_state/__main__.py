@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from backbone.cli import dispatch, migrate_command
+import typer
+from backbone.cli import ROLES, Command, Group, dispatch, migrate_command
 
 MIGRATIONS: Final = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -43,20 +44,20 @@ def _relay(_: list[str]) -> None:
     run_relay_from_env("payment_state")
 
 
-def _dlq(argv: list[str]) -> int:
+def _dlq() -> typer.Typer:
     from payment_state.entrypoints import dlq  # noqa: PLC0415 - only what runs
 
-    return dlq.main(argv)
+    return dlq.app()
 
 
 def main(argv: list[str]) -> int:
-    commands = {
+    commands: dict[str, Command | Group] = {
         "api": _api,
         "worker": _worker,
         "consume": _consume,
         "relay": _relay,
         "migrate": migrate_command("payment_state", MIGRATIONS),
-        "dlq": _dlq,
+        "dlq": Group(ROLES["dlq"], _dlq),
     }
     return dispatch("payment_state", argv, commands, aliases={"executor": "worker", "inbound": "consume"})
 

@@ -7,8 +7,11 @@ payments.events and recon.repair-commands for this service (``settings.ConsumeSe
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import typer
 from backbone.avro import AvroCodec
-from backbone.consumer.dlq import ReplayContext, dlq_main
+from backbone.consumer.dlq import ReplayContext, dlq_app
 from backbone.consumer.loop import run_consumer_from_env
 from backbone.consumer.messages import BatchHandler, per_event
 from backbone.consumer.settings import ConsumerSettings
@@ -32,13 +35,17 @@ def main() -> None:
     run_consumer_from_env(build, ConsumeSettings)
 
 
-def dlq(argv: list[str]) -> int:
+def dlq() -> typer.Typer:
     """``python -m mt5_credit dlq list|replay|discard``: the consumer's dead letters, replayed through
     the consumer's own handler."""
+    return dlq_app(_dlq_target)
+
+
+def _dlq_target() -> tuple[str, Callable[[], ReplayContext]]:
     settings = load_settings_or_exit(ConsumeSettings)
 
     def context() -> ReplayContext:
         handler, avro, catalogue, outbox = build(settings)
         return ReplayContext(settings.consumer_name, handler, avro, catalogue, outbox)
 
-    return dlq_main(argv, settings.database_url.reveal(), context)
+    return settings.database_url.reveal(), context

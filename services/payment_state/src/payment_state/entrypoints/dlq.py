@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from backbone.consumer.dlq import ReplayContext, dlq_main
+from collections.abc import Callable
+
+import typer
+from backbone.consumer.dlq import ReplayContext, dlq_app
 from backbone.settings import load_settings_or_exit
 
 from payment_state.entrypoints.inbound import parts
 from payment_state.settings import InboundSettings
 
 
-def main(argv: list[str]) -> int:
+def app() -> typer.Typer:
+    return dlq_app(_target)
+
+
+def _target() -> tuple[str, Callable[[], ReplayContext]]:
     settings = load_settings_or_exit(InboundSettings)  # the consumer's own (its name is the dedup namespace)
 
     def context() -> ReplayContext:
         handler, avro, catalogue, outbox = parts(settings)
         return ReplayContext(settings.consumer_name, handler, avro, catalogue, outbox)
 
-    return dlq_main(argv, settings.database_url.reveal(), context)
+    return settings.database_url.reveal(), context
