@@ -172,10 +172,6 @@ EXCEPTIONS: Final[dict[tuple[str, str], Excused]] = {
     (BOOTSTRAP, "services/ops_console/src/ops_console/bootstrap.py"): _excused(
         "the console builds its store and service clients in entrypoints/ (web.py, cli.py)"
     ),
-    (DISPATCH, "services/ledger/src/ledger/__main__.py"): _excused(
-        "python -m ledger parses its own command line (argparse, entrypoints/cli.py): the roles under"
-        " the dispatcher's names, migrate with --url, and the operator commands"
-    ),
     (DISPATCH, "services/reconciler/src/reconciler/__main__.py"): _excused(
         "python -m reconciler is a typer app (entrypoints/cli.py): the roles under the dispatcher's"
         " names, monitor, run, and the operator commands"

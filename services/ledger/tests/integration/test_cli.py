@@ -15,7 +15,7 @@ from backbone.consumer.inbox import DeadLetter, insert_dead_letter
 from backbone.postgres import connect
 from backbone.testing import databases
 from backbone.testing import stack as test_stack
-from ledger.entrypoints.cli import main
+from ledger.__main__ import main
 from ledger.testing.database import TEST_APP_PASSWORD, TEST_APP_ROLE, LedgerDatabase, with_user
 from ledger.testing.facts import deposit
 from ledger.testing.posting import post_facts

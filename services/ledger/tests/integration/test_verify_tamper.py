@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from backbone.postgres import connect
-from ledger.entrypoints.cli import main
+from ledger.__main__ import main
 from ledger.testing.database import LedgerDatabase
 from ledger.testing.facts import deposit
 from ledger.testing.posting import post_facts

@@ -1,8 +1,6 @@
-"""``python -m ledger <command>``: every process and operator tool of the ledger.
+"""The ledger's operator commands (typer), run by ``python -m ledger`` (``__main__.py``, through
+``backbone.cli.dispatch``) beside its processes (consume, relay, api, dlq).
 
-    consume                  the idempotent consumer (payments.events + mt5.credit-events)
-    relay                    the outbox relay (JournalPosted, dead-letter copies)
-    api                      the HTTP API (port 8084)
     migrate --url URL        apply the backbone's and the ledger's migrations (as the owner role)
     provision-role --admin-url URL [--database ledger] [--role ledger_app] [--password-env VAR]
                              create the runtime role if missing and grant it what it needs, no more
@@ -12,46 +10,46 @@
     import-settlement FILE --by WHO
     reverse JOURNAL_ID --by WHO --reason WHY [--business-date YYYY-MM-DD]
     compensate JOURNAL_ID --key KEY --entries JSON --by WHO --reason WHY [--business-date ...]
-    dlq list|replay|discard  dead letters of the consumer (backbone.consumer.dlq)
 
-Outputs are one JSON object per line on stdout; logs go to stderr.
+Outputs are one JSON object per line on stdout; logs go to stderr. The environment is the one
+``typer.Context.obj`` holds (None: the process's; tests pass their own).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final, NoReturn
 
-from backbone.cli import refuse_card_data
-from backbone.consumer.dlq import dlq_main
-from backbone.consumer.settings import ConsumerSettings
+import typer
+from backbone.cli import console, refuse_card_data
 from backbone.ids import new_event_id
 from backbone.logs import configure_logging
-from backbone.outbox.relay import run_relay_from_env
 from backbone.postgres.migrations import MigrationSource, backbone_source, migrate
-from backbone.settings import SettingsError, env_value
+from backbone.settings import env_value
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ledger.adapters.roles import provision_runtime_role
 from ledger.application.corrections import compensate_journal, reverse_journal
 from ledger.application.settlement import import_settlement
 from ledger.application.verification import check_balances, rebuild_balances, verify_chain
-from ledger.bootstrap import ledger_transaction, replay_context
+from ledger.bootstrap import ledger_transaction
 from ledger.domain.accounts import AccountKey, Direction
 from ledger.domain.journals import Entry
 from ledger.domain.posting import AlreadyPosted, Posted
-from ledger.entrypoints.api import serve
-from ledger.entrypoints.consumer import consumer_environ, run_consumer
-from ledger.settings import SERVICE_NAME, ApiSettings, CliSettings, LedgerSettings, load_together
+from ledger.settings import SERVICE_NAME, CliSettings, LedgerSettings, load_together
 
 MIGRATIONS: Final = Path(__file__).resolve().parents[3] / "migrations"
 Environ = Mapping[str, str] | None  # None: the process's (tests pass their own)
+
+app = typer.Typer(add_completion=False, help="The ledger's operator commands.")
+JournalArgument = Annotated[int, typer.Argument(metavar="JOURNAL_ID", help="the journal to correct")]
+ByOption = Annotated[str, typer.Option("--by", help="who (audited)")]
+ReasonOption = Annotated[str, typer.Option("--reason", help="why (audited)")]
+DateOption = Annotated[str | None, typer.Option("--business-date", help="YYYY-MM-DD (default: today)")]
 
 
 def _print(payload: Any) -> None:
@@ -70,8 +68,27 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _settings(environ: Environ) -> tuple[CliSettings, LedgerSettings]:
-    cli, ledger = load_together(environ, CliSettings, LedgerSettings)
+def _done(payload: Any, ok: bool) -> None:
+    """Print the outcome; exit 1 unless ``ok``."""
+    _print(payload)
+    if not ok:
+        raise typer.Exit(1)
+
+
+def _rejected(payload: dict[str, str]) -> NoReturn:
+    _print(payload)
+    raise typer.Exit(1)
+
+
+def _environ(ctx: typer.Context) -> Environ:
+    """The command's environment; logs configured as every operator command has them."""
+    environ: Environ = ctx.obj
+    configure_logging(SERVICE_NAME)
+    return environ
+
+
+def _settings(ctx: typer.Context) -> tuple[CliSettings, LedgerSettings]:
+    cli, ledger = load_together(_environ(ctx), CliSettings, LedgerSettings)
     return cli, ledger
 
 
@@ -79,81 +96,120 @@ def _today(ledger: LedgerSettings, given: str | None) -> date:
     return date.fromisoformat(given) if given else datetime.now(ledger.policy().business_tz).date()
 
 
-def cmd_verify(_: argparse.Namespace, env: Environ) -> int:
-    cli, ledger = _settings(env)
+@app.command()
+def verify(ctx: typer.Context) -> None:
+    """Check the hash chain; prints the first broken link; exit 1 if broken."""
+    cli, ledger = _settings(ctx)
     with ledger_transaction(cli.database_url.reveal(), ledger, snapshot=True) as store:
         report = verify_chain(store)
-    _print(report)
-    return 0 if report.ok else 1
+    _done(report, report.ok)
 
 
-def cmd_balances(args: argparse.Namespace, env: Environ) -> int:
-    cli, ledger = _settings(env)
-    rebuild = args.command == "rebuild-balances"
-    with ledger_transaction(cli.database_url.reveal(), ledger, snapshot=not rebuild) as store:
-        report = rebuild_balances(store) if rebuild else check_balances(store)
-    _print(report)
-    return 0 if report.ok or report.overwritten else 1
+@app.command(name="check-balances")
+def check(ctx: typer.Context) -> None:
+    """Rebuild every balance from the entries and compare with the projections; exit 1 on a mismatch."""
+    cli, ledger = _settings(ctx)
+    with ledger_transaction(cli.database_url.reveal(), ledger, snapshot=True) as store:
+        report = check_balances(store)
+    _done(report, report.ok or report.overwritten)
 
 
-def cmd_import(args: argparse.Namespace, env: Environ) -> int:
-    cli, ledger = _settings(env)
-    path = Path(args.file)
-    try:
-        raw = path.read_bytes()
-        if refuse_card_data((), [raw]):
-            return 2
-        doc = json.loads(raw)
-    except (OSError, ValueError) as exc:
-        _print({"outcome": "ImportRejected", "reason": "bad_json", "detail": f"{path}: {type(exc).__name__}"})
-        return 1
+@app.command(name="rebuild-balances")
+def rebuild(ctx: typer.Context) -> None:
+    """The same, and overwrite the projections that drifted (the chain locked meanwhile)."""
+    cli, ledger = _settings(ctx)
+    with ledger_transaction(cli.database_url.reveal(), ledger) as store:
+        report = rebuild_balances(store)
+    _done(report, report.ok or report.overwritten)
+
+
+@app.command(name="import-settlement")
+def import_file(
+    ctx: typer.Context,
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="a normalized settlement batch (JSON)")],
+    by: Annotated[str, typer.Option("--by", help="who imports (recorded on the journal)")],
+) -> None:
+    """Book a normalized settlement batch from a file."""
+    cli, ledger = _settings(ctx)
+    doc = _read_json(file)
     with ledger_transaction(cli.database_url.reveal(), ledger) as store:
         outcome = import_settlement(
             store,
             doc,
             import_id=new_event_id(),
-            imported_by=args.by,
-            source_name=path.name,
+            imported_by=by,
+            source_name=file.name,
             allowed_currencies=ledger.allowed_currencies,
         )
-    _print(outcome)
-    return 0 if type(outcome).__name__ in {"Imported", "AlreadyImported", "NothingToImport"} else 1
+    _done(outcome, type(outcome).__name__ in {"Imported", "AlreadyImported", "NothingToImport"})
 
 
-def cmd_reverse(args: argparse.Namespace, env: Environ) -> int:
-    cli, ledger = _settings(env)
+def _read_json(file: Path) -> Any:
+    """The file's JSON; card data in it refused (exit 2), a file unreadable or not JSON rejected."""
+    try:
+        raw = file.read_bytes()
+        refused = refuse_card_data((), [raw])
+        doc = None if refused else json.loads(raw)
+    except (OSError, ValueError) as exc:
+        _rejected(
+            {"outcome": "ImportRejected", "reason": "bad_json", "detail": f"{file}: {type(exc).__name__}"}
+        )
+    if refused:
+        raise typer.Exit(2)
+    return doc
+
+
+@app.command()
+def reverse(
+    ctx: typer.Context,
+    journal_id: JournalArgument,
+    by: ByOption,
+    reason: ReasonOption,
+    business_date: DateOption = None,
+) -> None:
+    """Post the journal that reverses JOURNAL_ID."""
+    cli, ledger = _settings(ctx)
     with ledger_transaction(cli.database_url.reveal(), ledger) as store:
         outcome = reverse_journal(
             store,
-            args.journal_id,
+            journal_id,
             action_id=new_event_id(),
-            operator=args.by,
-            reason=args.reason,
-            business_date=_today(ledger, args.business_date),
+            operator=by,
+            reason=reason,
+            business_date=_today(ledger, business_date),
         )
-    return _correction_result(outcome)
+    _correction_result(outcome)
 
 
-def cmd_compensate(args: argparse.Namespace, env: Environ) -> int:
-    cli, ledger = _settings(env)
+@app.command()
+def compensate(
+    ctx: typer.Context,
+    journal_id: JournalArgument,
+    key: Annotated[str, typer.Option("--key", help="the repair's id: reference compensation:<key>")],
+    entries_json: Annotated[str, typer.Option("--entries", help="JSON list of entries")],
+    by: ByOption,
+    reason: ReasonOption,
+    business_date: DateOption = None,
+) -> None:
+    """Post a compensating journal for JOURNAL_ID (entries given as JSON)."""
+    cli, ledger = _settings(ctx)
     try:
-        entries = parse_entries(args.entries)
+        entries = parse_entries(entries_json)
     except (ValueError, KeyError, TypeError) as exc:
-        _print({"outcome": "Rejected", "reason": "bad_entries", "detail": str(exc)[:300]})
-        return 1
+        _rejected({"outcome": "Rejected", "reason": "bad_entries", "detail": str(exc)[:300]})
     with ledger_transaction(cli.database_url.reveal(), ledger) as store:
         outcome = compensate_journal(
             store,
-            args.journal_id,
+            journal_id,
             entries,
-            key=args.key,
+            key=key,
             action_id=new_event_id(),
-            operator=args.by,
-            reason=args.reason,
-            business_date=_today(ledger, args.business_date),
+            operator=by,
+            reason=reason,
+            business_date=_today(ledger, business_date),
             allowed_currencies=ledger.allowed_currencies,
         )
-    return _correction_result(outcome)
+    _correction_result(outcome)
 
 
 def parse_entries(text: str) -> tuple[Entry, ...]:
@@ -172,111 +228,47 @@ def parse_entries(text: str) -> tuple[Entry, ...]:
     return tuple(entries)
 
 
-def _correction_result(outcome: Any) -> int:
+def _correction_result(outcome: Any) -> None:
     if isinstance(outcome, Posted):
-        _print(
-            {
-                "outcome": "Posted",
-                "journal_id": outcome.journal.journal_id,
-                "reference": outcome.journal.draft.reference,
-            }
+        journal = outcome.journal
+        _done(
+            {"outcome": "Posted", "journal_id": journal.journal_id, "reference": journal.draft.reference},
+            ok=True,
         )
-        return 0
-    _print(outcome)
-    return 0 if isinstance(outcome, AlreadyPosted) else 1
+        return
+    _done(outcome, isinstance(outcome, AlreadyPosted))
 
 
-def cmd_migrate(args: argparse.Namespace, _: Environ) -> int:
-    applied = migrate(args.url, [backbone_source(), MigrationSource(SERVICE_NAME, MIGRATIONS)])
+@app.command(name="migrate")
+def migrate_command(
+    ctx: typer.Context, url: Annotated[str, typer.Option("--url", help="the owner role's URL")]
+) -> None:
+    """Apply the backbone's and the ledger's migrations (as the owner role)."""
+    _environ(ctx)
+    applied = migrate(url, [backbone_source(), MigrationSource(SERVICE_NAME, MIGRATIONS)])
     _print({"applied": applied})
-    return 0
 
 
-def cmd_provision(args: argparse.Namespace, env: Environ) -> int:
-    password = env_value(args.password_env, env)
+@app.command(name="provision-role")
+def provision_role(
+    ctx: typer.Context,
+    admin_url: Annotated[str, typer.Option("--admin-url", help="a superuser's URL")],
+    database: Annotated[
+        str | None, typer.Option("--database", help="the ledger's database (default: the URL's)")
+    ] = None,
+    role: Annotated[str, typer.Option("--role", help="the runtime role")] = "ledger_app",
+    password_env: Annotated[
+        str, typer.Option("--password-env", help="env var holding the password")
+    ] = "LEDGER_APP_PASSWORD",  # noqa: S107 - the variable's name, not a password
+) -> None:
+    """Create the runtime role if missing and grant it what it needs, no more (idempotent)."""
+    password = env_value(password_env, _environ(ctx))
     if not password:
-        print(f"{args.password_env} is required but not set", file=sys.stderr)
-        return 2
-    admin_url = args.admin_url
-    if args.database:
+        console(stderr=True).print(f"{password_env} is required but not set")
+        raise typer.Exit(2)
+    if database:
         params = conninfo_to_dict(admin_url)
-        params["dbname"] = args.database
+        params["dbname"] = database
         admin_url = make_conninfo(**params)  # type: ignore[arg-type]
-    created = provision_runtime_role(admin_url, args.role, password)
-    _print({"role": args.role, "created": created, "granted": True})
-    return 0
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ledger", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("consume", "relay", "api", "verify", "check-balances", "rebuild-balances"):
-        sub.add_parser(name)
-    sub.add_parser("migrate").add_argument("--url", required=True, help="owner role's URL")
-    prov = sub.add_parser("provision-role")
-    prov.add_argument("--admin-url", required=True, help="a superuser's URL")
-    prov.add_argument("--database", default=None, help="the ledger's database (default: the URL's)")
-    prov.add_argument("--role", default="ledger_app")
-    prov.add_argument("--password-env", default="LEDGER_APP_PASSWORD", help="env var holding the password")
-    imp = sub.add_parser("import-settlement")
-    imp.add_argument("file")
-    imp.add_argument("--by", required=True, help="who imports (recorded on the journal)")
-    for name in ("reverse", "compensate"):
-        cmd = sub.add_parser(name)
-        cmd.add_argument("journal_id", type=int)
-        cmd.add_argument("--by", required=True, help="who (audited)")
-        cmd.add_argument("--reason", required=True, help="why (audited)")
-        cmd.add_argument("--business-date", default=None, help="YYYY-MM-DD (default: today)")
-        if name == "compensate":
-            cmd.add_argument("--key", required=True, help="the repair's id: reference compensation:<key>")
-            cmd.add_argument("--entries", required=True, help="JSON list of entries")
-    return parser
-
-
-_COMMANDS: Final[dict[str, Callable[[argparse.Namespace, Environ], int]]] = {
-    "verify": cmd_verify,
-    "check-balances": cmd_balances,
-    "rebuild-balances": cmd_balances,
-    "import-settlement": cmd_import,
-    "reverse": cmd_reverse,
-    "compensate": cmd_compensate,
-    "migrate": cmd_migrate,
-    "provision-role": cmd_provision,
-}
-
-
-def main(argv: list[str] | None = None, environ: Environ = None) -> int:  # noqa: PLR0911 - exit per outcome
-    args_list = sys.argv[1:] if argv is None else argv
-    if refuse_card_data(args_list):
-        return 2
-    if args_list[:1] == ["dlq"]:
-        return _dlq(args_list[1:], environ)
-    args = _parser().parse_args(args_list)
-    try:
-        if args.command == "consume":
-            run_consumer(environ)
-            return 0
-        if args.command == "relay":
-            run_relay_from_env(SERVICE_NAME)
-            return 0
-        if args.command == "api":
-            api, ledger = load_together(environ, ApiSettings, LedgerSettings)
-            serve(api, ledger)
-            return 0
-        configure_logging(SERVICE_NAME)
-        return _COMMANDS[args.command](args, environ)
-    except SettingsError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-
-
-def _dlq(argv: list[str], env: Environ) -> int:
-    try:
-        consumer, ledger = load_together(consumer_environ(env), ConsumerSettings, LedgerSettings)
-    except SettingsError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    configure_logging(SERVICE_NAME)
-    return dlq_main(
-        argv, consumer.database_url.reveal(), lambda: replay_context(consumer.consumer_name, ledger)
-    )
+    created = provision_runtime_role(admin_url, role, password)
+    _print({"role": role, "created": created, "granted": True})

@@ -8,16 +8,17 @@ Defaults (override by env): ``CONSUMER_NAME=ledger`` (group id and dedup namespa
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from backbone.consumer import ConsumerSettings, IdempotentConsumer
+from backbone.consumer.dlq import ReplayContext
 from backbone.kafka.topics import topic_name
 from backbone.logs import configure_logging
 from backbone.runtime import health_for, stop_on_signals
 from backbone.settings import environment
 
-from ledger.bootstrap import consumer_parts
+from ledger.bootstrap import consumer_parts, replay_context
 from ledger.settings import SERVICE_NAME, LedgerSettings, load_together
 
 GC_GEN0_THRESHOLD: Final = 50_000
@@ -58,3 +59,11 @@ def run_consumer(environ: Mapping[str, str] | None = None) -> None:
     tune_gc()
     stop_on_signals(consumer.stop, "consumer")
     consumer.run()
+
+
+def dead_letters(environ: Mapping[str, str] | None = None) -> tuple[str, Callable[[], ReplayContext]]:
+    """What ``dlq`` acts with: the consumer's database and its own handler (SettingsError if a
+    setting is missing)."""
+    consumer, ledger = load_together(consumer_environ(environ), ConsumerSettings, LedgerSettings)
+    configure_logging(SERVICE_NAME)
+    return consumer.database_url.reveal(), lambda: replay_context(consumer.consumer_name, ledger)
