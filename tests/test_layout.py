@@ -172,10 +172,6 @@ EXCEPTIONS: Final[dict[tuple[str, str], Excused]] = {
     (BOOTSTRAP, "services/ops_console/src/ops_console/bootstrap.py"): _excused(
         "the console builds its store and service clients in entrypoints/ (web.py, cli.py)"
     ),
-    (DISPATCH, "services/reconciler/src/reconciler/__main__.py"): _excused(
-        "python -m reconciler is a typer app (entrypoints/cli.py): the roles under the dispatcher's"
-        " names, monitor, run, and the operator commands"
-    ),
     (DISPATCH, "services/ops_console/src/ops_console/__main__.py"): _excused(
         "python -m ops_console is a typer app (entrypoints/cli.py); its web process is 'serve', not 'api'"
     ),
