@@ -172,9 +172,6 @@ EXCEPTIONS: Final[dict[tuple[str, str], Excused]] = {
     (BOOTSTRAP, "services/ops_console/src/ops_console/bootstrap.py"): _excused(
         "the console builds its store and service clients in entrypoints/ (web.py, cli.py)"
     ),
-    (DISPATCH, "services/ops_console/src/ops_console/__main__.py"): _excused(
-        "python -m ops_console is a typer app (entrypoints/cli.py); its web process is 'serve', not 'api'"
-    ),
     (DISPATCH, "services/mt5_sim/src/mt5_sim/__main__.py"): _excused(
         "a simulator: one process with no roles, python -m mt5_sim takes no command"
     ),

@@ -1,7 +1,7 @@
-"""``python -m ops_console``: the console's processes and its operators.
+"""The console's commands (typer + rich), run by ``python -m ops_console`` (``__main__.py``, through
+``backbone.cli.dispatch``) beside ``migrate``.
 
 serve                         the web application (CONSOLE_* settings, README)
-migrate                       the backbone's and the console's migrations on DATABASE_URL
 users add NAME --permissions view,repair_propose [--merchant m1 ...] [--display-name ...]
                               the password from standard input (one line), never an argument
 users list | users disable NAME
@@ -13,12 +13,11 @@ import asyncio
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Final, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from backbone.health import Health
 from backbone.logs import configure_logging
-from backbone.postgres.migrations import MigrationSource, backbone_source, migrate
 from backbone.settings import Secret, SettingsError, load_settings
 from psycopg_pool import AsyncConnectionPool
 from rich.console import Console as Rich
@@ -34,7 +33,6 @@ from ops_console.entrypoints.web import serve as run
 from ops_console.settings import SERVICE_NAME, CliSettings, ConsoleSettings
 
 T = TypeVar("T")
-MIGRATIONS: Final = Path(__file__).resolve().parents[3] / "migrations"
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 users = typer.Typer(no_args_is_help=True, help="local operators (development; production: SSO)")
 app.add_typer(users, name="users")
@@ -47,16 +45,6 @@ def _load(cls: type[T]) -> T:
     except SettingsError as exc:
         err.print(str(exc))
         raise typer.Exit(2) from None
-
-
-@app.command(name="migrate")
-def migrate_command() -> None:
-    """Apply the backbone's and the console's migrations (as the database's owner)."""
-    settings = _load(CliSettings)
-    applied = migrate(
-        settings.database_url.reveal(), [backbone_source(), MigrationSource("ops_console", MIGRATIONS)]
-    )
-    out.print_json(data={"applied": applied})
 
 
 @app.command()
@@ -245,11 +233,3 @@ def users_disable(name: str) -> None:
         err.print(f"no operator {name}")
         raise typer.Exit(1)
     out.print(f"operator {name} disabled; their sessions are closed")
-
-
-def main() -> int:
-    try:
-        app()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
