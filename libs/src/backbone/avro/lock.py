@@ -14,15 +14,17 @@ A published version is immutable: evolve a type by adding v<N+1>.avsc.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
+
+import typer
 
 from backbone.avro.catalogue import SchemaCatalogue
+from backbone.cli import console, run_app
 
 LOCK_FILE_NAME: Final = "fingerprints.lock"
 Lock = dict[str, dict[str, str]]
@@ -90,34 +92,45 @@ def unpinned(pinned: Lock, current: Lock) -> list[str]:
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line entry point; returns the process exit code."""
-    parser = argparse.ArgumentParser(prog="python -m backbone.avro.lock", description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="fail if the lock does not match the schemas")
-    mode.add_argument("--write", action="store_true", help="pin new versions (never changes a pinned one)")
-    parser.add_argument("--schemas-dir", type=Path, help="default: $SCHEMAS_DIR or the repository's schemas/")
-    args = parser.parse_args(argv)
-    catalogue = (
-        SchemaCatalogue.from_directory(args.schemas_dir) if args.schemas_dir else SchemaCatalogue.default()
-    )
+def command(
+    check: Annotated[
+        bool, typer.Option("--check", help="fail if the lock does not match the schemas")
+    ] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="pin new versions (never changes a pinned one)")
+    ] = False,
+    schemas_dir: Annotated[
+        Path | None, typer.Option("--schemas-dir", help="default: $SCHEMAS_DIR or the repository's schemas/")
+    ] = None,
+) -> None:
+    """Check or extend the fingerprint lock of the published schema versions."""
+    if check == write:
+        raise typer.BadParameter("give one of --check or --write", param_hint="'--check' / '--write'")
+    catalogue = SchemaCatalogue.from_directory(schemas_dir) if schemas_dir else SchemaCatalogue.default()
     lock_path = catalogue.directory / LOCK_FILE_NAME
     pinned, current = read_lock(lock_path), compute_lock(catalogue)
     problems = changed_or_removed(pinned, current)
-    if args.check:
+    if check:
         problems += unpinned(pinned, current)
     if problems:
-        print(f"{lock_path}: {len(problems)} problem(s)", file=sys.stderr)
+        err = console(stderr=True)
+        err.print(f"{lock_path}: {len(problems)} problem(s)", style="bold red")
         for problem in problems:
-            print(f"  {problem}", file=sys.stderr)
-        return 1
-    if args.write:
+            err.print(f"  {problem}")
+        raise typer.Exit(1)
+    if write:
         added = sorted(set(current) - set(pinned))
         write_lock(lock_path, pinned | {key: current[key] for key in added})
-        print(f"{lock_path}: {len(added)} version(s) pinned: {', '.join(added) or 'none'}")
+        console().print(f"{lock_path}: {len(added)} version(s) pinned: {', '.join(added) or 'none'}")
     else:
-        print(f"{lock_path}: {len(current)} version(s) match")
-    return 0
+        console().print(f"{lock_path}: {len(current)} version(s) match")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point; returns the process exit code."""
+    app = typer.Typer(add_completion=False, help=__doc__.splitlines()[0])
+    app.command()(command)
+    return run_app(app, argv, prog="python -m backbone.avro.lock")
 
 
 if __name__ == "__main__":

@@ -10,24 +10,25 @@ Namespaces: with ``KAFKA_TOPIC_PREFIX`` set (e.g. ``t3f9a.``), ``default()`` nam
 carry isolated copies of the whole topology (test runs, side-by-side environments) without any
 code knowing. Unset, names are exactly the catalogue's.
 
-Run as ``python -m backbone.kafka.topics [--bootstrap HOST:PORT] [--check]``.
+Run as ``python -m backbone.kafka.topics [--bootstrap HOST:PORT] [--catalogue FILE]``: exit 1 when a
+topic needs a person (each problem on stderr).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
+import typer
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
 from confluent_kafka.cimpl import NewTopic
 
+from backbone.cli import console, run_app
 from backbone.kafka.settings import CatalogueSettings, TopicsCommandSettings, topic_prefix
 from backbone.logs import get_logger
 from backbone.paths import schemas_dir
@@ -207,19 +208,31 @@ def _align_configs(admin: AdminClient, specs: list[TopicSpec]) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Create/align Kafka topics from the topic catalogue.")
-    settings = load_settings_or_exit(TopicsCommandSettings)
-    parser.add_argument("--bootstrap", default=settings.bootstrap_servers)
-    parser.add_argument("--catalogue", type=Path, default=None, help="topics.toml (default: the repo's)")
-    args = parser.parse_args(argv)
-    catalogue = TopicCatalogue.from_toml(args.catalogue) if args.catalogue else TopicCatalogue.default()
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+def command(
+    bootstrap: Annotated[
+        str | None,
+        typer.Option("--bootstrap", help="HOST:PORT (default: KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092)"),
+    ] = None,
+    catalogue_file: Annotated[
+        Path | None, typer.Option("--catalogue", help="topics.toml (default: the repo's)")
+    ] = None,
+) -> None:
+    """Create/align Kafka topics from the topic catalogue."""
+    servers = bootstrap or load_settings_or_exit(TopicsCommandSettings).bootstrap_servers
+    catalogue = TopicCatalogue.from_toml(catalogue_file) if catalogue_file else TopicCatalogue.default()
+    admin = AdminClient({"bootstrap.servers": servers})
     problems = ensure_topics(admin, catalogue)
     for problem in problems:
-        print(f"topics: {problem}", file=sys.stderr)
-    print(f"topics: {len(catalogue.names())} topics in the catalogue, {len(problems)} problems")
-    return 1 if problems else 0
+        console(stderr=True).print(f"topics: {problem}", style="red")
+    console().print(f"topics: {len(catalogue.names())} topics in the catalogue, {len(problems)} problems")
+    if problems:
+        raise typer.Exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    app = typer.Typer(add_completion=False)
+    app.command()(command)
+    return run_app(app, argv, prog="python -m backbone.kafka.topics")
 
 
 if __name__ == "__main__":

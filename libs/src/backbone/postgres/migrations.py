@@ -12,15 +12,16 @@ source is always applied first.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
 
 import psycopg
+import typer
 
+from backbone.cli import console, run_app
 from backbone.logs import get_logger
 from backbone.postgres import connect
 
@@ -117,15 +118,22 @@ def _apply_source(conn: psycopg.Connection, source: MigrationSource) -> list[str
     return applied
 
 
+def command(
+    url: Annotated[str, typer.Option("--url", help="database URL of the service (owner role)")],
+    dirs: Annotated[
+        list[Path] | None, typer.Argument(metavar="DIR", help="service migration directories")
+    ] = None,
+) -> None:
+    """Apply the backbone's and a service's migrations."""
+    sources = [backbone_source()] + [MigrationSource(d.resolve().parent.name, d) for d in dirs or []]
+    applied = migrate(url, sources)
+    console().print(f"migrations: {len(applied)} applied")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Apply the backbone's and a service's migrations.")
-    parser.add_argument("--url", required=True, help="database URL of the service (owner role)")
-    parser.add_argument("dirs", nargs="*", type=Path, help="service migration directories")
-    args = parser.parse_args(argv)
-    sources = [backbone_source()] + [MigrationSource(d.resolve().parent.name, d) for d in args.dirs]
-    applied = migrate(args.url, sources)
-    print(f"migrations: {len(applied)} applied")
-    return 0
+    app = typer.Typer(add_completion=False)
+    app.command()(command)
+    return run_app(app, argv, prog="python -m backbone.postgres.migrations")
 
 
 if __name__ == "__main__":
