@@ -19,7 +19,6 @@ import typer
 
 from backbone.avro import AvroCodec
 from backbone.carddata import CARD_DATA_CODE, find_card_number, redact_card_numbers
-from backbone.cli import run_app
 from backbone.consumer.inbox import claim_events
 from backbone.consumer.messages import (
     BatchHandler,
@@ -204,8 +203,3 @@ def _report(dead_letter_id: int, outcome: ReplayOutcome | DiscardOutcome) -> Non
     )
     if not isinstance(outcome, Replayed | Discarded):
         raise typer.Exit(1)
-
-
-def dlq_main(argv: list[str] | None, database_url: str, build: Callable[[], ReplayContext]) -> int:
-    """``dlq_app`` run on ``argv`` (None: the process's), for a command line of its own."""
-    return run_app(dlq_app(lambda: (database_url, build)), argv, prog="dlq")
