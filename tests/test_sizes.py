@@ -28,11 +28,9 @@ SPLITTING: Final = "over the rule; being split (issue 37)"
 EXCEPTIONS: Final[dict[str, str]] = {
     "services/reconciler/src/reconciler/adapters/matching.py": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_bank_layer": SPLITTING,
-    "services/reconciler/src/reconciler/adapters/matching.py::_credit_layer": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_deal_layer": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_deals_unexplained": SPLITTING,
     "services/reconciler/src/reconciler/adapters/matching.py::_settlement_layer": SPLITTING,
-    "services/reconciler/src/reconciler/adapters/matching.py::_takeback_layer": SPLITTING,
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
 from sqlalchemy import (
@@ -55,6 +56,18 @@ from reconciler.adapters.tables import (
 )
 from reconciler.application.ports import MatchParams
 from reconciler.domain.cases import CaseClass
+from reconciler.domain.layers import (
+    CREDITS,
+    LEFT,
+    RIGHT,
+    TAKEBACKS,
+    Field,
+    PairedRecord,
+    Pairing,
+    Side,
+    Summary,
+)
+from reconciler.domain.records import MoneyFact, Mt5Operation
 
 # deposits' credits (dep) and debits (dbt), a withdrawal's debit (wdr) and give-back credit (wbk)
 OUR_COMMENT = "^(dep|dbt|wdr|wbk):[0-9]+$"
@@ -210,7 +223,8 @@ def match_all(conn: Connection, p: MatchParams) -> dict[str, int]:
     layers: list[tuple[str, Callable[[Connection, MatchParams], dict[str, int]]]] = [("stale", _stale_layer)]
     if p.settlement_import_id is not None:
         layers.append(("settlement", _settlement_layer))
-    layers += [("credits", _credit_layer), ("takebacks", _takeback_layer), ("withdrawals", _withdrawal_layer)]
+    layers += [(pairing.name, partial(_pairing_layer, layer=pairing)) for pairing in (CREDITS, TAKEBACKS)]
+    layers.append(("withdrawals", _withdrawal_layer))
     layers.append(("journals", _journal_layer))
     if p.mt5_complete:
         layers.append(("deals", _deal_layer))
@@ -426,164 +440,86 @@ def _count(conn: Connection, table: FromClause, *where: ColumnElement[bool]) -> 
     return int(conn.execute(select(func.count()).select_from(table).where(*where)).scalar_one())
 
 
-# -- layer 2b: captured deposits <-> MT5 credits ------------------------------------------------------
+# -- layer 2b: captured deposits <-> MT5 credits, refunds and chargebacks <-> MT5 debits -------------
+
+# The tables a description's records are stored in, and the names they go by in the SQL.
+STORED: Final[dict[PairedRecord, tuple[Table, str]]] = {
+    MoneyFact: (money_facts, "f"),
+    Mt5Operation: (mt5_operations, "o"),
+}
 
 
-def _credit_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
-    f, o = money_facts.alias("f"), mt5_operations.alias("o")
-    kept = _kept(conn, "credits", "amount_differs")
-    deposits = and_(
-        f.c.business_date == p.business_date, f.c.kind == "capture", f.c.deposit_reference.is_not(None)
+def _taking_part(t: Any, side: Side) -> list[ColumnElement[bool]]:
+    kinds = t.c.kind == side.kinds[0] if len(side.kinds) == 1 else t.c.kind.in_(list(side.kinds))
+    return [
+        kinds,
+        *(t.c[name].is_not(None) for name in side.present),
+        *(t.c[name].is_(None) for name in side.absent),
+    ]
+
+
+def _summary(summary: Summary, sides: dict[str, Any]) -> ColumnElement[Any]:
+    return func.concat(
+        *(sides[part.side].c[part.name] if isinstance(part, Field) else part for part in summary)
     )
+
+
+def _pairing_layer(conn: Connection, p: MatchParams, layer: Pairing) -> dict[str, int]:
+    """One ``Pairing`` (domain.layers) as set-based SQL: its pairs, then the cases of its unpaired
+    left records and of its pairs that differ, each one statement."""
+    (left_table, left_name), (right_table, right_name) = (
+        STORED[layer.left.record],
+        STORED[layer.right.record],
+    )
+    f, o = left_table.alias(left_name), right_table.alias(right_name)
+    kept = _kept(conn, layer.name, "amount_differs")
+    first_compared = o.c[layer.compared[0][1]]
     pairs = (
         select(
             f.c.id.label("left_id"),
             o.c.id.label("right_id"),
-            and_(
-                o.c.payment_amount_minor.is_not(None),
-                or_(o.c.payment_amount_minor != f.c.amount_minor, o.c.payment_currency != f.c.currency),
-            ).label("amount_differs"),
-            f.c.occurred_at_ms.label("at_ms"),
+            and_(first_compared.is_not(None), or_(*(o.c[r] != f.c[lf] for lf, r in layer.compared))).label(
+                "amount_differs"
+            ),
+            f.c[layer.left.at].label("at_ms"),
         )
         .select_from(
-            f.outerjoin(
-                o,
-                # a withdrawal's give-back credit (wbk:) pays no capture, even of the card's deposit
-                and_(o.c.payment_id == f.c.payment_id, o.c.kind == "credit", o.c.withdrawal_id.is_(None)),
-            )
+            f.outerjoin(o, and_(*(o.c[r] == f.c[lf] for lf, r in layer.keys), *_taking_part(o, layer.right)))
         )
-        .where(deposits)
+        .where(and_(f.c.business_date == p.business_date, *_taking_part(f, layer.left)))
         .ext(distinct_on(f.c.id))
-        .order_by(f.c.id, o.c.row_id)
+        .order_by(f.c.id, o.c[layer.preference])
     )
-    matched = _pair(conn, p, "capture_credit", pairs, kept, lambda r: r.c.amount_differs)
+    counts = {layer.matched: _pair(conn, p, layer.pairs, pairs, kept, lambda r: r.c.amount_differs)}
     k = kept.alias("k")
-    of_fact = k.join(f, f.c.id == k.c.left_id)
-    counts = {"captures_credited": matched}
-    counts["not_credited"] = _finding(
+    of_left = k.join(f, f.c.id == k.c.left_id)
+    sides = {LEFT: f, RIGHT: o}
+    unmatched, differs = layer.unmatched.case_class, layer.differs.case_class
+    counts[unmatched.value] = _finding(
         conn,
         p,
-        CaseClass.NOT_CREDITED,
+        unmatched,
         select(
-            _key(CaseClass.NOT_CREDITED, f.c.source_key).label("case_key"),
-            func.concat(
-                "captured deposit ",
-                f.c.deposit_reference,
-                " (",
-                f.c.amount_minor,
-                " ",
-                f.c.currency,
-                ") has no MT5 credit",
-            ).label("summary"),
-            func.jsonb_build_object("fact", _row_json(f)).label("evidence"),
+            _key(unmatched, f.c[layer.left.key]).label("case_key"),
+            _summary(layer.unmatched.summary, sides).label("summary"),
+            func.jsonb_build_object(layer.left.role, _row_json(f)).label("evidence"),
         )
-        .select_from(of_fact)
+        .select_from(of_left)
         .where(not_(k.c.won), k.c.at_ms < p.settled_before_ms),
     )
-    counts["credits_in_flight"] = _count(conn, kept, not_(kept.c.won), kept.c.at_ms >= p.settled_before_ms)
-    counts["credit_amount_mismatch"] = _finding(
+    counts[layer.in_flight] = _count(conn, kept, not_(kept.c.won), kept.c.at_ms >= p.settled_before_ms)
+    counts[differs.value] = _finding(
         conn,
         p,
-        CaseClass.CREDIT_AMOUNT_MISMATCH,
+        differs,
         select(
-            _key(CaseClass.CREDIT_AMOUNT_MISMATCH, f.c.source_key).label("case_key"),
-            func.concat(
-                o.c.source_key,
-                " pays ",
-                o.c.payment_amount_minor,
-                " ",
-                o.c.payment_currency,
-                " of a capture of ",
-                f.c.amount_minor,
-                " ",
-                f.c.currency,
-            ).label("summary"),
-            func.jsonb_build_object("fact", _row_json(f), "credit", _row_json(o)).label("evidence"),
+            _key(differs, f.c[layer.left.key]).label("case_key"),
+            _summary(layer.differs.summary, sides).label("summary"),
+            func.jsonb_build_object(layer.left.role, _row_json(f), layer.right.role, _row_json(o)).label(
+                "evidence"
+            ),
         )
-        .select_from(of_fact.join(o, o.c.id == k.c.right_id))
-        .where(k.c.won, k.c.amount_differs),
-    )
-    return counts
-
-
-# -- layer 2b': refunds and chargebacks of deposits <-> MT5 debits -----------------------------------
-
-
-def _takeback_layer(conn: Connection, p: MatchParams) -> dict[str, int]:
-    f, o = money_facts.alias("f"), mt5_operations.alias("o")
-    kept = _kept(conn, "takebacks", "amount_differs")
-    taken_back = and_(
-        f.c.business_date == p.business_date,
-        f.c.kind.in_(["refund", "chargeback"]),
-        f.c.deposit_reference.is_not(None),
-    )
-    pairs = (
-        select(
-            f.c.id.label("left_id"),
-            o.c.id.label("right_id"),
-            and_(
-                o.c.payment_amount_minor.is_not(None),
-                or_(o.c.payment_amount_minor != f.c.amount_minor, o.c.payment_currency != f.c.currency),
-            ).label("amount_differs"),
-            f.c.occurred_at_ms.label("at_ms"),
-        )
-        .select_from(f.outerjoin(o, and_(o.c.cause_key == f.c.source_key, o.c.kind == "debit")))
-        .where(taken_back)
-        .ext(distinct_on(f.c.id))
-        .order_by(f.c.id, o.c.row_id)
-    )
-    counts = {
-        "takebacks_debited": _pair(conn, p, "takeback_debit", pairs, kept, lambda r: r.c.amount_differs)
-    }
-    k = kept.alias("k")
-    of_fact = k.join(f, f.c.id == k.c.left_id)
-    counts["not_debited"] = _finding(
-        conn,
-        p,
-        CaseClass.NOT_DEBITED,
-        select(
-            _key(CaseClass.NOT_DEBITED, f.c.source_key).label("case_key"),
-            func.concat(
-                f.c.kind,
-                " ",
-                f.c.source_key,
-                " of deposit ",
-                f.c.deposit_reference,
-                " (",
-                f.c.amount_minor,
-                " ",
-                f.c.currency,
-                ") was never taken back from MT5",
-            ).label("summary"),
-            func.jsonb_build_object("fact", _row_json(f)).label("evidence"),
-        )
-        .select_from(of_fact)
-        .where(not_(k.c.won), k.c.at_ms < p.settled_before_ms),
-    )
-    counts["debits_in_flight"] = _count(conn, kept, not_(kept.c.won), kept.c.at_ms >= p.settled_before_ms)
-    counts["debit_amount_mismatch"] = _finding(
-        conn,
-        p,
-        CaseClass.DEBIT_AMOUNT_MISMATCH,
-        select(
-            _key(CaseClass.DEBIT_AMOUNT_MISMATCH, f.c.source_key).label("case_key"),
-            func.concat(
-                o.c.source_key,
-                " takes back ",
-                o.c.payment_amount_minor,
-                " ",
-                o.c.payment_currency,
-                " of ",
-                f.c.source_key,
-                " (",
-                f.c.amount_minor,
-                " ",
-                f.c.currency,
-                ")",
-            ).label("summary"),
-            func.jsonb_build_object("fact", _row_json(f), "debit", _row_json(o)).label("evidence"),
-        )
-        .select_from(of_fact.join(o, o.c.id == k.c.right_id))
+        .select_from(of_left.join(o, o.c.id == k.c.right_id))
         .where(k.c.won, k.c.amount_differs),
     )
     return counts
