@@ -25,13 +25,7 @@ FUNCTION_LINES_MAX: Final = 70
 
 SPLITTING: Final = "over the rule; being split (issue 37)"
 
-EXCEPTIONS: Final[dict[str, str]] = {
-    "services/reconciler/src/reconciler/adapters/matching.py": SPLITTING,
-    "services/reconciler/src/reconciler/adapters/matching.py::_bank_layer": SPLITTING,
-    "services/reconciler/src/reconciler/adapters/matching.py::_deal_layer": SPLITTING,
-    "services/reconciler/src/reconciler/adapters/matching.py::_deals_unexplained": SPLITTING,
-    "services/reconciler/src/reconciler/adapters/matching.py::_settlement_layer": SPLITTING,
-}
+EXCEPTIONS: Final[dict[str, str]] = {}
 
 
 def source_modules() -> Iterator[Path]:

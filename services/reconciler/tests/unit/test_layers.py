@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from reconciler.adapters.matching import LAYERS, STORED
+from reconciler.adapters.matching import LAYERS
+from reconciler.adapters.matching.operations import STORED
 from reconciler.domain.cases import CaseClass
 from reconciler.domain.layers import CREDITS, TAKEBACKS, Discrepancy, Field, Pairing, Side, left, right
 from reconciler.domain.records import MoneyFact

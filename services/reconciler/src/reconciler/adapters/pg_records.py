@@ -147,7 +147,7 @@ def _attention(r: Attention) -> tuple[Any, ...]:
 
 
 def _attention_class(source: str, subject_key: str | None) -> str:
-    """The layer-1 class of an attention (as ``adapters.matching`` names it)."""
+    """The layer-1 class of an attention (as ``adapters.matching.stale`` names it)."""
     if source == "mt5_credit":
         return CaseClass.STALE_MT5_OPERATION.value
     return (CaseClass.STALE_OPERATION if subject_key is not None else CaseClass.NEEDS_ATTENTION).value

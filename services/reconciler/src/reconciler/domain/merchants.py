@@ -34,7 +34,7 @@ _PAYMENT_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "attention": ("payment_id",),
     "settlement": ("reference",),  # a charge's: our payment id; a payout's: our withdrawal id
 }
-_OUR_PREFIXES: Final = frozenset({"dep", "dbt", "wdr", "wbk"})  # adapters.matching.OUR_COMMENT
+_OUR_PREFIXES: Final = frozenset({"dep", "dbt", "wdr", "wbk"})  # adapters.matching.deals.OUR_COMMENT
 _INTENT_ROWS: Final = frozenset({"charge", "refund", "dispute"})  # a payout pays no intent
 
 
