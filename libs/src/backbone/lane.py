@@ -11,8 +11,10 @@ driven to an outcome. The lane owns the order of the steps; a service plugs in a
    or it is re-armed; otherwise it is dropped and its lease decides): never sent when in doubt;
 4. ``send`` outside any transaction, ``concurrency`` at a time;
 5. ``record`` the answers in one transaction per group: whatever arrived while the previous group
-   was being written. A group that fails for a reason of its own (not the database being away) is
-   rolled back and written again one item per transaction, so one item's defect is its own.
+   was being written (on a pool, up to half its threads write groups at once, since a write can
+   wait on a row lock another transaction holds). A group that fails for a reason of its own
+   (not the database being away) is rolled back and written again one item per transaction, so
+   one item's defect is its own.
 
 An answer not yet recorded when the process dies is a call whose outcome was lost: the failure
 table each service proves (kill after the call, inside the outcome write) covers it, since the
@@ -21,9 +23,10 @@ item's lease runs out and its lookup finds what the call did.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -152,6 +155,10 @@ class Lane(Generic[W, A, S]):
             if config.concurrency > 1
             else None
         )
+        self._waiting: list[Answered[W, A]] = []  # answers not yet written (the pool's threads)
+        self._waiting_lock = threading.Lock()
+        # Half the pool may write at once: a write can wait on a row lock another transaction holds.
+        self._recorders = threading.BoundedSemaphore(max(1, config.concurrency // 2))
 
     def close(self) -> None:
         if self._threads is not None:
@@ -202,19 +209,40 @@ class Lane(Generic[W, A, S]):
         answers: list[Answered[W, A]],
         claimed_mono: float,
     ) -> None:
-        """Calls on the pool; each group is what arrived while the previous one was written."""
-        running: set[Future[Answered[W, A] | None]] = {
-            threads.submit(self._ready_and_send, work, claimed_mono, inline=False) for work in sends
-        }
-        lone = [threads.submit(self._alone, work) for work in alone]
-        while running:
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            answers.extend(a for a in (f.result() for f in done) if a is not None)
-            self._record(answers)
-            answers = []
-            self._progress()
-        self._record(answers)
-        wait(lone)
+        """Calls on the pool; each thread hands its answer in, and writes what is waiting when fewer
+        than ``recorders`` groups are being written (group commit)."""
+        with self._waiting_lock:
+            self._waiting.extend(answers)
+        futures = [threads.submit(self._send_and_write, work, claimed_mono) for work in sends]
+        futures += [threads.submit(self._alone, work) for work in alone]
+        wait(futures)
+        self._write_waiting()  # settled answers of a batch with nothing sent
+
+    def _send_and_write(self, work: W, claimed_mono: float) -> None:
+        answered = self._ready_and_send(work, claimed_mono, inline=False)
+        if answered is not None:
+            with self._waiting_lock:
+                self._waiting.append(answered)
+        self._write_waiting()
+
+    def _write_waiting(self) -> None:
+        """Write the waiting answers in groups unless ``recorders`` threads already do. Writers wait
+        on row locks (a webhook for the same payment), so a few write at once; the answers that
+        arrive meanwhile make the next group."""
+        while self._recorders.acquire(blocking=False):
+            try:
+                while True:
+                    with self._waiting_lock:
+                        group, self._waiting = self._waiting, []
+                    if not group:
+                        break
+                    self._record(group)
+            finally:
+                self._recorders.release()
+            with self._waiting_lock:
+                if not self._waiting:
+                    return
+            # An answer came after the last look and its thread found every recorder busy: go again.
 
     def _ready_and_send(self, work: W, claimed_mono: float, *, inline: bool) -> Answered[W, A] | None:
         """The item's answer, or None when it was not sent (dropped, or a defect logged)."""

@@ -34,6 +34,9 @@ class Fake:
     deadlock_groups: int = 0  # this many group writes of 2+ items deadlock
     down: bool = False  # every write: the database is away
     hold_first_write_until_sent: int = 0  # the first write waits until this many calls answered
+    blocked_until_others: int | None = None  # a write holding this item waits for another commit
+    waited_out: bool = False  # that write gave up waiting: no other group was written meanwhile
+    blocked_write_started: threading.Event = field(default_factory=threading.Event)
     call_s: float = 0.0
     committed: list[list[tuple[int, str]]] = field(default_factory=list)
     sent: list[int] = field(default_factory=list)
@@ -62,6 +65,8 @@ class Fake:
         return None if n in self.lost else Send(n)
 
     def send(self, n: int) -> str:
+        if self.blocked_until_others is not None and n != self.blocked_until_others:
+            self.blocked_write_started.wait(10.0)  # the others answer once that write holds its lock
         with self.lock:
             self.in_flight += 1
             self.in_flight_max = max(self.in_flight_max, self.in_flight)
@@ -87,6 +92,12 @@ class Fake:
                 time.sleep(0.001)
         tx = Tx()
         yield tx
+        if self.blocked_until_others in {n for n, _ in tx.staged}:
+            self.blocked_write_started.set()
+            deadline = time.monotonic() + 10.0
+            while not self.committed and time.monotonic() < deadline:
+                time.sleep(0.001)
+            self.waited_out = not self.committed
         if len(tx.staged) > 1 and self.deadlock_groups > 0:
             self.deadlock_groups -= 1
             raise DeadlockDetected("deadlock detected")
@@ -183,3 +194,17 @@ def test_nothing_due_costs_one_claim_and_nothing_else() -> None:
     fake = Fake([])
     assert Lane(fake, LaneConfig(batch_size_max=50)).run_once() == 0
     assert fake.committed == [] and fake.sent == []
+
+
+def test_a_write_waiting_on_a_row_lock_does_not_hold_the_other_answers_back() -> None:
+    """On a pool of 4, two groups are written at once: while the write holding item 0 waits (as on a
+    row lock a webhook's transaction holds), the other answers, which come only after that write
+    began, are written by another thread."""
+    fake = Fake(list(range(8)), blocked_until_others=0)
+    lane = Lane(fake, LaneConfig(batch_size_max=50, concurrency=4))
+    try:
+        lane.run_once()
+    finally:
+        lane.close()
+    assert not fake.waited_out
+    assert _recorded(fake) == list(range(8))
