@@ -252,10 +252,10 @@ class Lane(Generic[W, A, S]):
             if step is None:
                 log.warning("lane.claim_lost_before_call", lane=self._s.name, **self._s.label(work))
                 return None
-            if isinstance(step, Settle):
-                return Answered(step.work, step.answer, None)
-            with self._s.traced(step.work):
+            with self._s.traced(step.work):  # a refusal's events go into the payment's trace too
                 trace = tracing.capture()
+                if isinstance(step, Settle):
+                    return Answered(step.work, step.answer, trace)
                 answer = self._s.send(step.work)
             return Answered(step.work, answer, trace)
         except Exception as exc:
